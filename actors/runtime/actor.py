@@ -1,0 +1,288 @@
+"""`Actor`: a mailbox plus message handlers, pending requests and a worker pool.
+
+Requests arriving at the mailbox are decoded and dispatched by kind to a handler,
+either inline on the I/O thread (for handlers that never block, like store
+operations) or on the worker pool. A handler's return value is the reply; a
+returned `Future` is replied when it completes; an exception becomes an error
+reply. Malformed or foreign input is logged and answered with an error, and the
+actor keeps serving.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Any, Callable, Dict, NamedTuple, Optional
+
+from . import envelope
+from .envelope import Message
+from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError,
+                     UnknownKindError)
+from .futures import Future
+from .log import get_logger
+from .mailbox import Mailbox, TimerHandle
+from .protocol import ERROR, JSON, ONEWAY, PUSH, RESPONSE, Kind, kind_name
+from .scheduler import WorkerPool
+
+log = get_logger(__name__)
+
+Handler = Callable[[Message], Any]
+
+
+class _Registration(NamedTuple):
+    fn: Handler
+    inline: bool
+
+
+class _Pending(NamedTuple):
+    future: Future
+    peer: str
+    kind: int
+    timer: Optional[TimerHandle]
+
+
+class Actor:
+    """One ROUTER mailbox at `address` (None: a client-only actor with no mailbox).
+
+    ``tcp://HOST:0`` picks a free port; `address` and `port` tell the bound one.
+    """
+
+    def __init__(self, address: Optional[str] = "tcp://127.0.0.1:0", *, name: str = "actor",
+                 num_worker_threads: int = 4, heartbeat: float = 1.0,
+                 heartbeat_timeout: float = 3.0):
+        self.name = name
+        self._handlers: Dict[int, _Registration] = {}
+        self._push_handlers: Dict[int, Handler] = {}
+        self._pending: Dict[int, _Pending] = {}
+        self._req_ids = itertools.count(1)
+        self._mailbox = Mailbox(address, name, self._on_request, self._on_reply,
+                                self._on_peer_lost, heartbeat, heartbeat_timeout)
+        self._pool = WorkerPool(num_worker_threads, name)
+        self._started = False
+        self._stopped = False
+        self.register(Kind.PING, lambda msg: msg.payload, inline=True)
+
+    # ---- lifecycle ----------------------------------------------------------------
+
+    @property
+    def address(self) -> Optional[str]:
+        return self._mailbox.address
+
+    @property
+    def port(self) -> Optional[int]:
+        address = self._mailbox.address
+        if address is None or not address.startswith("tcp://"):
+            return None
+        return int(address.rsplit(":", 1)[1])
+
+    @property
+    def pool(self) -> WorkerPool:
+        return self._pool
+
+    def start(self) -> "Actor":
+        self._mailbox.start()
+        self._started = True
+        log.info("actor_started", actor=self.name, address=self.address)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Close the mailbox and join every thread; pending requests fail with ActorStoppedError."""
+        if self._stopped:
+            return
+        self._stopped = True
+        self._mailbox.stop(timeout)
+        self._pool.stop(timeout)
+        self._fail_pending(lambda p: True, ActorStoppedError(f"actor {self.name} stopped"))
+        log.info("actor_stopped", actor=self.name, address=self.address)
+
+    def __enter__(self) -> "Actor":
+        return self if self._started else self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # ---- handlers -----------------------------------------------------------------
+
+    def register(self, kind: int, handler: Handler, *, inline: bool = False) -> None:
+        """Serve requests of `kind` with `handler(message)`; `inline` runs it on the I/O thread."""
+        self._handlers[int(kind)] = _Registration(handler, inline)
+
+    def on_push(self, kind: int, handler: Handler) -> None:
+        """Call `handler(message)` on the I/O thread for pushes of `kind` from peers."""
+        self._push_handlers[int(kind)] = handler
+
+    # ---- outgoing -----------------------------------------------------------------
+
+    def request(self, peer: str, kind: int, payload: Any = None,
+                timeout: Optional[float] = None, *, json: bool = False) -> Future:
+        """Send a request to the actor at `peer`; the future holds the reply payload.
+
+        The payload is encoded on the calling thread, so an unpicklable argument raises
+        here, before anything is sent. A timeout fails the future with
+        RequestTimeoutError; a lost peer with PeerLostError.
+        """
+        if self._stopped:
+            raise ActorStoppedError(f"actor {self.name} is stopped")
+        req_id = next(self._req_ids)
+        frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
+        future = Future()
+        self._mailbox.call_soon(self._send_request, peer, kind, req_id, frames, future, timeout)
+        return future
+
+    def notify(self, peer: str, kind: int, payload: Any = None) -> None:
+        """Send a one-way message to `peer` (no reply, no future)."""
+        frames = envelope.encode(kind, 0, payload, ONEWAY)
+        self._mailbox.send_to_peer(peer, frames)
+
+    def reply(self, msg: Message, payload: Any) -> None:
+        """Answer request `msg` with `payload`, in the codec it came in; any thread."""
+        if msg.oneway or msg.sender is None:
+            return
+        flags = RESPONSE | (msg.flags & JSON)
+        try:
+            frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
+            frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
+        self._mailbox.send_to_sender(msg.sender, frames)
+
+    def reply_error(self, msg: Message, exc: BaseException) -> None:
+        """Answer request `msg` with an error reply describing `exc`; any thread."""
+        if msg.oneway or msg.sender is None:
+            return
+        self._mailbox.send_to_sender(msg.sender,
+                                     envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
+
+    def push(self, msg: Message, kind: int, payload: Any) -> None:
+        """Send an unsolicited event to the sender of request `msg`, tagged with its id."""
+        flags = PUSH | (msg.flags & JSON)
+        self._mailbox.send_to_sender(msg.sender, envelope.encode(kind, msg.req_id, payload, flags))
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> TimerHandle:
+        """Run `fn(*args)` on the I/O thread after `delay` seconds (I/O thread only)."""
+        return self._mailbox.call_later(delay, fn, *args)
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` on the I/O thread; any thread."""
+        self._mailbox.call_soon(fn, *args)
+
+    # ---- I/O thread: requests -----------------------------------------------------
+
+    def _send_request(self, peer: str, kind: int, req_id: int, frames: list, future: Future,
+                      timeout: Optional[float]) -> None:
+        timer = None
+        if timeout is not None and timeout > 0:
+            timer = self._mailbox.call_later(timeout, self._expire, req_id, timeout)
+        self._pending[req_id] = _Pending(future, peer, kind, timer)
+        self._mailbox._send_to_peer(peer, frames)
+
+    def _expire(self, req_id: int, timeout: float) -> None:
+        pending = self._pending.pop(req_id, None)
+        if pending is not None:
+            pending.future.set_exception(RequestTimeoutError(
+                f"{kind_name(pending.kind)} to {pending.peer} got no reply within {timeout:g}s"))
+
+    def _on_reply(self, peer: str, frames: list) -> None:
+        try:
+            header = envelope.read_header(frames)
+        except ProtocolError as exc:
+            log.warning("malformed_reply_dropped", actor=self.name, peer=peer, error=str(exc))
+            return
+        if header.flags & PUSH:
+            self._on_push(peer, header, frames)
+            return
+        pending = self._pending.pop(header.req_id, None)
+        if pending is None:
+            log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
+                      req_id=header.req_id)
+            return
+        if pending.timer is not None:
+            pending.timer.cancel()
+        try:
+            payload = envelope.read_payload(header, frames)
+        except ProtocolError as exc:
+            pending.future.set_exception(exc)
+            return
+        if header.flags & ERROR:
+            from .serialization import exception_from_payload
+
+            pending.future.set_exception(exception_from_payload(payload))
+        else:
+            pending.future.set_result(payload)
+
+    def _on_push(self, peer: str, header: Any, frames: list) -> None:
+        handler = self._push_handlers.get(header.kind)
+        if handler is None:
+            log.warning("unexpected_push_dropped", actor=self.name, peer=peer,
+                        kind=kind_name(header.kind))
+            return
+        payload = envelope.read_payload(header, frames)
+        handler(Message(header.kind, header.req_id, header.flags, payload, peer=peer))
+
+    def _on_peer_lost(self, peer: str, reason: str) -> None:
+        self._fail_pending(lambda p: p.peer == peer, PeerLostError(peer, reason))
+
+    def _fail_pending(self, which: Callable[[_Pending], bool], exc: BaseException) -> None:
+        lost = [rid for rid, p in list(self._pending.items()) if which(p)]
+        for req_id in lost:
+            pending = self._pending.pop(req_id, None)
+            if pending is not None and not pending.future.done():
+                pending.future.set_exception(exc)
+
+    # ---- I/O thread: incoming requests --------------------------------------------
+
+    def _on_request(self, identity: bytes, frames: list) -> None:
+        try:
+            header = envelope.read_header(frames)
+        except ProtocolError as exc:
+            self._reject(identity, frames, exc)
+            return
+        if header.flags & (RESPONSE | PUSH):
+            log.warning("stray_response_dropped", actor=self.name, kind=kind_name(header.kind),
+                        req_id=header.req_id)
+            return
+        registration = self._handlers.get(header.kind)
+        try:
+            if registration is None:
+                raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
+            payload = envelope.read_payload(header, frames)
+        except ProtocolError as exc:
+            log.warning("bad_request", actor=self.name, kind=kind_name(header.kind),
+                        req_id=header.req_id, error=str(exc))
+            if not header.flags & ONEWAY:
+                self._mailbox.send_to_sender(identity, envelope.encode_error(
+                    header.kind, header.req_id, exc, bool(header.flags & JSON)))
+            return
+        msg = Message(header.kind, header.req_id, header.flags, payload, sender=identity)
+        if registration.inline:
+            self._serve(registration.fn, msg)
+        else:
+            self._pool.submit(self._serve, registration.fn, msg)
+
+    def _reject(self, identity: bytes, frames: list, exc: ProtocolError) -> None:
+        """Answer a message whose header is unusable; req_id is echoed when it can be read."""
+        req_id, kind = 0, Kind.PROTOCOL_ERROR
+        try:
+            from .protocol import unpack_header
+
+            header = unpack_header(envelope._bytes(frames[0]))
+            req_id, kind = header.req_id, header.kind
+        except (ProtocolError, IndexError):
+            pass
+        log.warning("malformed_message", actor=self.name, frames=len(frames), error=str(exc))
+        self._mailbox.send_to_sender(identity, envelope.encode_error(kind, req_id, exc, json=True))
+
+    def _serve(self, handler: Handler, msg: Message) -> None:
+        try:
+            result = handler(msg)
+        except Exception as exc:  # noqa: BLE001 - becomes the caller's error
+            self.reply_error(msg, exc)
+            return
+        if isinstance(result, Future):
+            result.add_done_callback(lambda done: self._reply_with(msg, done))
+        else:
+            self.reply(msg, result)
+
+    def _reply_with(self, msg: Message, done: Future) -> None:
+        exc = done.exception()
+        if exc is not None:
+            self.reply_error(msg, exc)
+        else:
+            self.reply(msg, done.value())

@@ -1,0 +1,150 @@
+"""`Channel`: synchronous request/reply to one actor, straight from the calling thread.
+
+A client that blocks on each answer (a store client) gains nothing from handing
+its message to an I/O thread and back: each thread gets its own DEALER socket and
+waits on it directly, which saves two thread hand-offs per call. A monitor socket
+beside each DEALER reports a dropped connection, so a call to a vanished peer fails
+within a fraction of a second with PeerLostError instead of waiting out its
+timeout; ZeroMQ heartbeats catch a peer that hangs without closing the connection.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any, List, Optional
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from . import envelope
+from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
+from .protocol import ERROR, RESPONSE
+from .serialization import exception_from_payload
+
+_MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+# How long a waiting call may go without looking at the monitor for a lost peer.
+_SLICE_MS = 50
+
+
+class _Connection:
+    """One thread's DEALER to the peer, its monitor, and whether the handshake is done."""
+
+    __slots__ = ("connected", "ever_connected", "monitor", "socket")
+
+    def __init__(self, ctx: zmq.Context, address: str, heartbeat_ms: int, timeout_ms: int):
+        self.socket = ctx.socket(zmq.DEALER)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
+        self.socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
+        self.socket.setsockopt(zmq.RCVTIMEO, _SLICE_MS)
+        self.monitor = self.socket.get_monitor_socket(_MONITOR_EVENTS)
+        self.socket.connect(address)
+        self.connected = False
+        self.ever_connected = False
+
+    def read_monitor(self) -> None:
+        while self.monitor.poll(0):
+            event = recv_monitor_message(self.monitor)["event"]
+            if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.connected = self.ever_connected = True
+            elif event == zmq.EVENT_DISCONNECTED:
+                self.connected = False
+
+    def close(self) -> None:
+        self.monitor.close(0)
+        self.socket.close(0)
+
+
+class Channel:
+    """Blocking calls to the actor at `address`, safe to use from many threads at once.
+
+    `connect_timeout` bounds the wait for the first connection of each thread.
+    `close()` closes every thread's socket: call it once no thread uses the channel.
+    """
+
+    def __init__(self, address: str, *, connect_timeout: float = 30.0,
+                 heartbeat: float = 1.0, heartbeat_timeout: float = 3.0):
+        self.address = address
+        self.connect_timeout = connect_timeout
+        self._heartbeat_ms = int(heartbeat * 1000)
+        self._heartbeat_timeout_ms = int(heartbeat_timeout * 1000)
+        self._ctx = zmq.Context()
+        self._local = threading.local()
+        self._connections: List[_Connection] = []
+        self._lock = threading.Lock()
+        self._req_ids = itertools.count(1)
+        self._closed = False
+
+    def connect(self, timeout: Optional[float] = None) -> None:
+        """Establish this thread's connection now; PeerLostError if it cannot within `timeout`."""
+        self._connection(self.connect_timeout if timeout is None else timeout)
+
+    def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None) -> Any:
+        """Send a request and return the reply's payload, or raise the error it carries.
+
+        PeerLostError: the connection is down or dropped during the call;
+        RequestTimeoutError: no reply within `timeout` seconds (None waits forever).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        req_id = next(self._req_ids)
+        frames = envelope.encode(kind, req_id, payload)
+        conn = self._connection(self.connect_timeout)
+        conn.socket.send_multipart(frames, copy=False)
+        while True:
+            try:
+                # Blocking receive in short slices: the fast path is one plain recv,
+                # and between slices the monitor says whether the peer went away.
+                reply = conn.socket.recv_multipart(copy=False)
+            except zmq.Again:
+                conn.read_monitor()
+                if not conn.connected:
+                    raise PeerLostError(self.address, "connection lost") from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise RequestTimeoutError(
+                        f"no reply from {self.address} within {timeout:g}s") from None
+                continue
+            header = envelope.read_header(reply)
+            if header.req_id != req_id or not header.flags & RESPONSE:
+                continue  # the late answer to an earlier call that timed out
+            result = envelope.read_payload(header, reply)
+            if header.flags & ERROR:
+                raise exception_from_payload(result)
+            return result
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()
+        self._ctx.term()
+
+    def _connection(self, connect_timeout: float) -> _Connection:
+        """This thread's connection, up: a dropped one fails fast, a new one gets a grace time."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            with self._lock:
+                if self._closed:
+                    raise ActorStoppedError(f"channel to {self.address} is closed")
+                conn = _Connection(self._ctx, self.address, self._heartbeat_ms,
+                                   self._heartbeat_timeout_ms)
+                self._connections.append(conn)
+            self._local.conn = conn
+        conn.read_monitor()
+        if conn.connected:
+            return conn
+        if conn.ever_connected:
+            raise PeerLostError(self.address, "connection lost")
+        deadline = time.monotonic() + connect_timeout
+        while not conn.connected:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not conn.monitor.poll(int(remaining * 1000) + 1):
+                if conn.connected:
+                    break
+                raise PeerLostError(self.address,
+                                    f"could not connect within {connect_timeout:g}s")
+            conn.read_monitor()
+        return conn

@@ -1,0 +1,97 @@
+"""Messages as frames and back: the one encoder and decoder every socket owner uses."""
+from __future__ import annotations
+
+from typing import Any, List, Optional, Sequence
+
+from . import serialization
+from .errors import ProtocolError
+from .protocol import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, pack_header,
+                       unpack_header)
+
+
+class Message:
+    """A decoded message: its kind, request id, flags and payload, and where it came from.
+
+    `sender` is the ROUTER identity of a request (the reply address); `peer` is the
+    address of the actor a reply or push came from.
+    """
+
+    __slots__ = ("kind", "req_id", "flags", "payload", "sender", "peer")
+
+    def __init__(self, kind: int, req_id: int, flags: int, payload: Any,
+                 sender: Optional[bytes] = None, peer: Optional[str] = None):
+        self.kind = kind
+        self.req_id = req_id
+        self.flags = flags
+        self.payload = payload
+        self.sender = sender
+        self.peer = peer
+
+    @property
+    def json(self) -> bool:
+        return bool(self.flags & JSON)
+
+    @property
+    def oneway(self) -> bool:
+        return bool(self.flags & ONEWAY)
+
+    def __repr__(self) -> str:
+        from .protocol import kind_name
+
+        return f"<Message {kind_name(self.kind)} req={self.req_id} flags={Flag(self.flags)!r}>"
+
+
+def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
+    """Frames ``[header, body, *buffers]`` for `payload`, in the codec `flags` names."""
+    if flags & JSON:
+        body, buffers = serialization.dumps_json(payload)
+    else:
+        body, buffers = serialization.dumps(payload)
+    return [pack_header(kind, req_id, flags, len(buffers)), body, *buffers]
+
+
+def encode_error(kind: int, req_id: int, exc: BaseException, json: bool) -> List[Any]:
+    """An error reply for request `req_id`; pickled replies carry the exception object."""
+    flags = RESPONSE | ERROR | (JSON if json else 0)
+    payload = serialization.error_payload(exc, include_object=not json)
+    try:
+        return encode(kind, req_id, payload, flags)
+    except Exception:  # noqa: BLE001 - the exception object itself failed to pickle
+        payload.pop("exception", None)
+        return encode(kind, req_id, payload, flags)
+
+
+def read_header(frames: Sequence[Any]) -> Header:
+    """The checked header of a message: version, and frame count against `nbufs`."""
+    if not frames:
+        raise ProtocolError("empty message")
+    header = unpack_header(_bytes(frames[0]))
+    if header.version != PROTOCOL_VERSION:
+        raise ProtocolError(
+            f"protocol version {header.version} not supported"
+            f" (this actor speaks {PROTOCOL_VERSION})"
+        )
+    if len(frames) != 2 + header.nbufs:
+        raise ProtocolError(
+            f"malformed message: header announces {header.nbufs} buffer frame(s), "
+            f"got {len(frames) - 1} frame(s) after the header (expected {header.nbufs + 1})"
+        )
+    return header
+
+
+def read_payload(header: Header, frames: Sequence[Any]) -> Any:
+    """Decode the body of a message whose header was read by `read_header`."""
+    body = _buffer(frames[1])
+    buffers = [_buffer(f) for f in frames[2:]]
+    if header.flags & JSON:
+        return serialization.loads_json(body, buffers)
+    return serialization.loads(body, buffers)
+
+
+def _bytes(frame: Any) -> bytes:
+    return frame.bytes if hasattr(frame, "bytes") else bytes(frame)
+
+
+def _buffer(frame: Any) -> Any:
+    return frame.buffer if hasattr(frame, "buffer") else frame
+

@@ -1,0 +1,154 @@
+"""`Future`: the result of work that completes on another thread or another actor.
+
+Callbacks run on the thread that completes the future (for a reply, the actor's
+I/O thread), so they must be short; `then` chains a transformation.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Iterable, List, Optional
+
+from .errors import RequestTimeoutError
+
+
+class FutureTimeoutError(RequestTimeoutError):
+    """`Future.wait` gave up before the future completed."""
+
+
+class InvalidStateError(RuntimeError):
+    """A result was set twice, or `value()` was read before the future completed."""
+
+
+_PENDING = object()
+
+
+class Future:
+    """A single-assignment result with blocking wait and completion callbacks."""
+
+    __slots__ = ("_lock", "_result", "_exception", "_callbacks", "_event", "__weakref__")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._result: Any = _PENDING
+        self._exception: Optional[BaseException] = None
+        self._callbacks: Optional[List[Callable[["Future"], None]]] = []
+        self._event: Optional[threading.Event] = None
+
+    def done(self) -> bool:
+        return self._callbacks is None
+
+    def set_result(self, result: Any) -> None:
+        self._complete(result, None)
+
+    def set_exception(self, exception: BaseException) -> None:
+        if not isinstance(exception, BaseException):
+            raise TypeError(f"set_exception needs an exception, got {type(exception).__name__}")
+        self._complete(None, exception)
+
+    def _complete(self, result: Any, exception: Optional[BaseException]) -> None:
+        with self._lock:
+            if self._callbacks is None:
+                raise InvalidStateError("future already completed")
+            self._result, self._exception = result, exception
+            callbacks, self._callbacks = self._callbacks, None
+            event = self._event
+        if event is not None:
+            event.set()
+        for callback in callbacks:
+            _run_callback(callback, self)
+
+    def wait(self, timeout: Optional[float] = None) -> Any:
+        """Block until done (at most `timeout` seconds); return the value or raise its error."""
+        if self._callbacks is not None:
+            with self._lock:
+                if self._callbacks is not None and self._event is None:
+                    self._event = threading.Event()
+                event = self._event
+            if event is not None and not event.wait(timeout):
+                raise FutureTimeoutError(f"future not completed within {timeout:g}s")
+        return self.value()
+
+    def value(self) -> Any:
+        """The value of a completed future; raises its error, or InvalidStateError if pending."""
+        if self._callbacks is not None:
+            raise InvalidStateError("value() of a future that has not completed")
+        if self._exception is not None:
+            raise self._exception
+        return self._result
+
+    def exception(self) -> Optional[BaseException]:
+        """The exception of a completed future, or None."""
+        if self._callbacks is not None:
+            raise InvalidStateError("exception() of a future that has not completed")
+        return self._exception
+
+    def add_done_callback(self, callback: Callable[["Future"], None]) -> None:
+        """Call `callback(self)` once done; at once, on this thread, if already done."""
+        with self._lock:
+            if self._callbacks is not None:
+                self._callbacks.append(callback)
+                return
+        _run_callback(callback, self)
+
+    def then(self, callback: Callable[["Future"], Any]) -> "Future":
+        """A new future holding `callback(self)`'s return value, or the exception it raised."""
+        chained = Future()
+
+        def forward(done: Future) -> None:
+            try:
+                result = callback(done)
+            except BaseException as exc:  # noqa: BLE001 - delivered to the chained future
+                chained.set_exception(exc)
+            else:
+                chained.set_result(result)
+
+        self.add_done_callback(forward)
+        return chained
+
+    def __repr__(self) -> str:
+        if self._callbacks is not None:
+            state = "pending"
+        elif self._exception is not None:
+            state = f"failed {type(self._exception).__name__}"
+        else:
+            state = "done"
+        return f"<Future {state}>"
+
+
+def _run_callback(callback: Callable[[Future], None], future: Future) -> None:
+    try:
+        callback(future)
+    except Exception:  # noqa: BLE001 - a faulty callback must not break completion
+        from .log import get_logger
+
+        get_logger(__name__).exception("future_callback_failed", callback=repr(callback))
+
+
+def completed(result: Any = None) -> Future:
+    """A future that already holds `result`."""
+    future = Future()
+    future.set_result(result)
+    return future
+
+
+def failed(exception: BaseException) -> Future:
+    """A future that already holds `exception`."""
+    future = Future()
+    future.set_exception(exception)
+    return future
+
+
+def wait_all(futures: Iterable[Future], timeout: Optional[float] = None) -> list:
+    """Wait for every future and return their values in order; the first error is raised.
+
+    `timeout` bounds the whole wait, not each future.
+    """
+    import time
+
+    futures = list(futures)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    values = []
+    for future in futures:
+        remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+        values.append(future.wait(remaining))
+    return values

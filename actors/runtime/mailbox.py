@@ -1,0 +1,295 @@
+"""The mailbox: one I/O thread that owns every ZeroMQ socket of an actor and moves bytes.
+
+It owns the ROUTER socket bound at the actor's address, one DEALER per peer it
+sends requests to (with a monitor socket that reports a lost connection), a wake-up
+pipe that lets other threads hand it work, and a timer heap. It knows nothing of
+message contents: the actor decodes them.
+"""
+from __future__ import annotations
+
+import collections
+import heapq
+import itertools
+import os
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import zmq
+from zmq.utils.monitor import recv_monitor_message
+
+from .errors import ActorStoppedError, AddressInUseError
+from .log import get_logger
+
+log = get_logger(__name__)
+
+# Batch bound per socket and poll round, so one busy socket cannot starve the others.
+_RECV_BATCH = 64
+_MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+
+
+class TimerHandle:
+    __slots__ = ("deadline", "fn", "args", "cancelled")
+
+    def __init__(self, deadline: float, fn: Callable[..., Any], args: tuple):
+        self.deadline, self.fn, self.args, self.cancelled = deadline, fn, args, False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Mailbox:
+    """Sockets plus the loop that serves them; every socket call happens on its thread.
+
+    Callbacks (run on the I/O thread): ``on_request(identity, frames)`` for a message
+    on the ROUTER, ``on_reply(peer, frames)`` for a message on a peer's DEALER,
+    ``on_peer_lost(peer, reason)`` when an established connection to a peer drops.
+    """
+
+    def __init__(self, bind: Optional[str], name: str,
+                 on_request: Callable[[bytes, List[zmq.Frame]], None],
+                 on_reply: Callable[[str, List[zmq.Frame]], None],
+                 on_peer_lost: Callable[[str, str], None],
+                 heartbeat: float = 1.0, heartbeat_timeout: float = 3.0):
+        self.name = name
+        self._on_request, self._on_reply, self._on_peer_lost = on_request, on_reply, on_peer_lost
+        self._heartbeat_ms = int(heartbeat * 1000)
+        self._heartbeat_timeout_ms = int(heartbeat_timeout * 1000)
+        self._ctx = zmq.Context()
+        self._router: Optional[zmq.Socket] = None
+        self.address: Optional[str] = None
+        if bind is not None:
+            self._router = self._bind(bind)
+        self._dealers: Dict[str, zmq.Socket] = {}
+        self._dealer_peers: Dict[zmq.Socket, str] = {}
+        self._monitors: Dict[zmq.Socket, str] = {}
+        self._connected: Dict[str, bool] = {}
+        self._commands: "collections.deque[tuple]" = collections.deque()
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._wake_pending = False
+        self._timers: List[tuple] = []
+        self._timer_seq = itertools.count()
+        self._poller = zmq.Poller()
+        self._running = False
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name=f"{name}-io", daemon=True)
+
+    def _bind(self, address: str) -> zmq.Socket:
+        router = self._ctx.socket(zmq.ROUTER)
+        router.setsockopt(zmq.LINGER, 0)
+        router.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        router.setsockopt(zmq.RCVHWM, 0)
+        router.setsockopt(zmq.SNDHWM, 0)
+        if address.startswith("tcp://") and address.endswith(":0"):
+            address = address[:-2] + ":*"
+        try:
+            router.bind(address)
+        except zmq.ZMQError as exc:
+            router.close(0)
+            self._ctx.term()
+            if exc.errno == zmq.EADDRINUSE:
+                raise AddressInUseError(address) from None
+            raise OSError(exc.errno, f"cannot bind {address}: {exc}") from None
+        self.address = router.getsockopt(zmq.LAST_ENDPOINT).decode()
+        return router
+
+    # ---- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        self._running = True
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the loop, close every socket and the context; bounded by `timeout`."""
+        if not self._running:
+            self._close_all()
+            return
+        self._stopping = True
+        self._wake()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                log.warning("mailbox_thread_still_running", actor=self.name)
+
+    def in_io_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    # ---- thread-safe entry points -------------------------------------------------
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` on the I/O thread, soon; callable from any thread."""
+        if self._stopping:
+            raise ActorStoppedError(f"actor {self.name} is stopped")
+        self._commands.append((fn, args))
+        # Append before reading the flag; the loop clears the flag before draining.
+        if not self._wake_pending:
+            self._wake_pending = True
+            self._wake()
+
+    def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> TimerHandle:
+        """Run `fn(*args)` on the I/O thread after `delay` seconds; I/O thread only."""
+        handle = TimerHandle(time.monotonic() + delay, fn, args)
+        heapq.heappush(self._timers, (handle.deadline, next(self._timer_seq), handle))
+        return handle
+
+    def send_to_sender(self, identity: bytes, frames: List[Any]) -> None:
+        """Send `frames` back to the ROUTER peer `identity`; callable from any thread."""
+        if self.in_io_thread():
+            self._route(identity, frames)
+        else:
+            self.call_soon(self._route, identity, frames)
+
+    def send_to_peer(self, address: str, frames: List[Any]) -> None:
+        """Send `frames` to the actor at `address` over its DEALER; callable from any thread."""
+        if self.in_io_thread():
+            self._dealer(address).send_multipart(frames, copy=False)
+        else:
+            self.call_soon(self._send_to_peer, address, frames)
+
+    # ---- I/O thread ---------------------------------------------------------------
+
+    def _send_to_peer(self, address: str, frames: List[Any]) -> None:
+        self._dealer(address).send_multipart(frames, copy=False)
+
+    def _route(self, identity: bytes, frames: List[Any]) -> None:
+        if self._router is None:
+            return
+        try:
+            self._router.send_multipart([identity, *frames], copy=False)
+        except zmq.ZMQError as exc:
+            # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
+            log.info("reply_undeliverable", actor=self.name, reason=str(exc))
+
+    def _dealer(self, address: str) -> zmq.Socket:
+        dealer = self._dealers.get(address)
+        if dealer is None:
+            dealer = self._ctx.socket(zmq.DEALER)
+            dealer.setsockopt(zmq.LINGER, 0)
+            dealer.setsockopt(zmq.SNDHWM, 0)
+            dealer.setsockopt(zmq.RCVHWM, 0)
+            dealer.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
+            dealer.setsockopt(zmq.HEARTBEAT_TIMEOUT, self._heartbeat_timeout_ms)
+            monitor = dealer.get_monitor_socket(_MONITOR_EVENTS)
+            dealer.connect(address)
+            self._dealers[address] = dealer
+            self._dealer_peers[dealer] = address
+            self._monitors[monitor] = address
+            self._connected[address] = False
+            self._poller.register(dealer, zmq.POLLIN)
+            self._poller.register(monitor, zmq.POLLIN)
+        return dealer
+
+    def _wake(self) -> None:
+        try:
+            os.write(self._wake_w, b"\0")
+        except BlockingIOError:
+            pass  # the pipe is full, so a wake-up is already pending
+        except OSError:
+            pass  # closed during stop
+
+    def _loop(self) -> None:
+        poller = self._poller
+        if self._router is not None:
+            poller.register(self._router, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        try:
+            while not self._stopping:
+                events = poller.poll(self._poll_timeout_ms())
+                for sock, _ in events:
+                    if sock is self._router:
+                        self._drain_router()
+                    elif sock == self._wake_r:
+                        self._drain_commands()
+                    elif sock in self._monitors:
+                        self._on_monitor_event(sock)
+                    else:
+                        self._drain_dealer(sock)
+                self._run_timers()
+        except Exception:  # noqa: BLE001 - logged; teardown below fails what is pending
+            log.exception("mailbox_loop_crashed", actor=self.name)
+        finally:
+            self._close_all()
+
+    def _poll_timeout_ms(self) -> Optional[int]:
+        if self._commands:
+            return 0
+        if not self._timers:
+            return None
+        return max(0, int((self._timers[0][0] - time.monotonic()) * 1000) + 1)
+
+    def _drain_router(self) -> None:
+        router = self._router
+        for _ in range(_RECV_BATCH):
+            frames = router.recv_multipart(copy=False)
+            self._dispatch(self._on_request, frames[0].bytes, frames[1:])
+            # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
+            if not router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                return
+
+    def _drain_dealer(self, dealer: zmq.Socket) -> None:
+        address = self._dealer_peers[dealer]
+        for _ in range(_RECV_BATCH):
+            self._dispatch(self._on_reply, address, dealer.recv_multipart(copy=False))
+            if not dealer.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+                return
+
+    def _dispatch(self, callback: Callable[..., None], origin: Any, frames: list) -> None:
+        try:
+            callback(origin, frames)
+        except Exception:  # noqa: BLE001 - one bad message must not stop the mailbox
+            log.exception("message_handling_failed", actor=self.name)
+
+    def _drain_commands(self) -> None:
+        try:
+            while os.read(self._wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        self._wake_pending = False
+        commands = self._commands
+        while commands:
+            fn, args = commands.popleft()
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001
+                log.exception("mailbox_command_failed", actor=self.name,
+                              command=getattr(fn, "__qualname__", repr(fn)))
+
+    def _on_monitor_event(self, monitor: zmq.Socket) -> None:
+        address = self._monitors[monitor]
+        event = recv_monitor_message(monitor)["event"]
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._connected[address] = True
+            log.debug("peer_connected", actor=self.name, peer=address)
+        elif event == zmq.EVENT_DISCONNECTED and self._connected.get(address):
+            self._connected[address] = False
+            log.info("peer_lost", actor=self.name, peer=address)
+            self._dispatch(self._on_peer_lost, address, "connection lost")
+
+    def _run_timers(self) -> None:
+        now = time.monotonic()
+        timers = self._timers
+        while timers and timers[0][0] <= now:
+            handle = heapq.heappop(timers)[2]
+            if not handle.cancelled:
+                self._dispatch(lambda _origin, h: h.fn(*h.args), None, handle)
+
+    def _close_all(self) -> None:
+        for monitor in list(self._monitors):
+            monitor.close(0)
+        self._monitors.clear()
+        for dealer in self._dealers.values():
+            dealer.close(0)
+        self._dealers.clear()
+        self._dealer_peers.clear()
+        if self._router is not None:
+            self._router.close(0)
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._ctx.term()
+        self._stopping = True

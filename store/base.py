@@ -1,0 +1,154 @@
+"""The `Store` contract shared by every store, and the argument checks they all apply.
+
+Keys are `str`; values are `bytes` or `str` (str is stored UTF-8 encoded); `get`
+returns `bytes`. Every timeout accepts float seconds or a `timedelta`.
+"""
+from __future__ import annotations
+
+import abc
+from datetime import timedelta
+from typing import Callable, Iterable, Optional, Sequence, Union
+
+Timeout = Union[float, int, timedelta]
+Value = Union[bytes, bytearray, memoryview, str]
+WatchCallback = Callable[[Optional[bytes], Optional[bytes]], None]
+
+DEFAULT_TIMEOUT = 300.0
+
+
+def to_seconds(timeout: Optional[Timeout], name: str = "timeout") -> Optional[float]:
+    """Normalise a float-seconds or timedelta timeout; None stays None."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, timedelta):
+        return timeout.total_seconds()
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(
+            f"{name} must be seconds (float) or a timedelta, got {type(timeout).__name__}"
+        )
+    return float(timeout)
+
+
+def check_key(key: object, name: str = "key") -> str:
+    if not isinstance(key, str):
+        raise TypeError(f"{name} must be str, got {type(key).__name__}")
+    return key
+
+
+def check_keys(keys: object, name: str = "keys") -> list:
+    if isinstance(keys, (str, bytes)) or not isinstance(keys, Iterable):
+        raise TypeError(f"{name} must be a list of str, got {type(keys).__name__}")
+    return [check_key(k, name) for k in keys]
+
+
+def to_bytes(value: object, name: str = "value") -> bytes:
+    """Encode a store value: bytes-like kept as bytes, str as UTF-8; else a TypeError."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"{name} must be bytes or str, got {type(value).__name__}")
+
+
+def check_amount(amount: object) -> int:
+    if isinstance(amount, bool) or not isinstance(amount, int):
+        raise TypeError(f"amount must be int, got {type(amount).__name__}")
+    return amount
+
+
+def check_values(values: object, count: int, name: str = "values") -> list:
+    """Encode multi_set's values; there must be exactly one per key (`count`)."""
+    if isinstance(values, (str, bytes, bytearray, memoryview)) or not isinstance(values, Iterable):
+        raise TypeError(f"{name} must be a list of bytes or str, got {type(values).__name__}")
+    encoded = [to_bytes(v, name) for v in values]
+    if len(encoded) != count:
+        raise ValueError(f"multi_set got {count} keys but {len(encoded)} {name}")
+    return encoded
+
+
+class Store(abc.ABC):
+    """A key-value store for coordinating processes, with the c10d `Store` operations."""
+
+    def __init__(self, timeout: Timeout = DEFAULT_TIMEOUT):
+        self._timeout = to_seconds(timeout)
+
+    @property
+    def timeout(self) -> float:
+        """Default timeout in seconds for blocking operations."""
+        return self._timeout
+
+    def set_timeout(self, timeout: Timeout) -> None:
+        self._timeout = to_seconds(timeout)
+
+    def _timeout_or_default(self, timeout: Optional[Timeout]) -> float:
+        return self._timeout if timeout is None else to_seconds(timeout)
+
+    @abc.abstractmethod
+    def set(self, key: str, value: Value) -> None: ...
+
+    @abc.abstractmethod
+    def get(self, key: str) -> bytes:
+        """Return the value of `key`, blocking until it exists or the store timeout expires."""
+
+    @abc.abstractmethod
+    def add(self, key: str, amount: int) -> int:
+        """Atomically add to a counter kept as decimal ASCII; a missing key counts as 0."""
+
+    @abc.abstractmethod
+    def compare_set(self, key: str, expected: Value, desired: Value) -> bytes:
+        """Set `key` to `desired` if it holds `expected` (see docs/STORES.md for the exact rule)."""
+
+    @abc.abstractmethod
+    def delete_key(self, key: str) -> bool: ...
+
+    @abc.abstractmethod
+    def check(self, keys: Sequence[str]) -> bool:
+        """True if every key exists; never blocks."""
+
+    @abc.abstractmethod
+    def num_keys(self) -> int:
+        """Number of user keys (queues and internal bookkeeping keys excluded)."""
+
+    @abc.abstractmethod
+    def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
+        """Block until every key exists; StoreTimeoutError names the missing keys."""
+
+    @abc.abstractmethod
+    def multi_get(self, keys: Sequence[str]) -> list:
+        """Values of all keys, blocking until all exist."""
+
+    @abc.abstractmethod
+    def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None: ...
+
+    @abc.abstractmethod
+    def append(self, key: str, value: Value) -> None:
+        """Append bytes to a key's value, creating it when missing."""
+
+    @abc.abstractmethod
+    def queue_push(self, key: str, value: Value) -> None: ...
+
+    @abc.abstractmethod
+    def queue_pop(self, key: str, block: bool = True, timeout: Optional[Timeout] = None) -> bytes:
+        """Pop the oldest item; blocking waits up to the timeout, else raises QueueEmptyError."""
+
+    @abc.abstractmethod
+    def queue_len(self, key: str) -> int: ...
+
+    @abc.abstractmethod
+    def watch_key(self, key: str, callback: WatchCallback) -> None:
+        """Call `callback(old, new)` on a client thread each time `key` changes.
+
+        `old` is None when the key is created, `new` is None when it is deleted.
+        The callback must not block.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
+        """Release the store's resources; the default has nothing to release."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,33 @@
+"""Errors raised by the stores and the init-method rendezvous."""
+from __future__ import annotations
+
+
+class StoreError(RuntimeError):
+    """Base class of every store failure."""
+
+
+class StoreTimeoutError(StoreError, TimeoutError):
+    """A blocking store operation did not complete within its timeout."""
+
+    def __init__(self, operation: str, keys, timeout: float, detail: str = ""):
+        self.operation = operation
+        self.keys = list(keys)
+        self.timeout = timeout
+        self.detail = detail
+        message = f"{operation} timed out after {timeout:g}s waiting for keys {self.keys!r}"
+        super().__init__(f"{message}: {detail}" if detail else message)
+
+    def __reduce__(self):
+        return type(self), (self.operation, self.keys, self.timeout, self.detail)
+
+
+class StoreConnectionError(StoreError, ConnectionError):
+    """The store server could not be reached, or went away."""
+
+
+class QueueEmptyError(StoreError, LookupError):
+    """A non-blocking queue_pop found the queue empty."""
+
+
+class RendezvousHandlerError(StoreError, ValueError):
+    """An init-method URL could not be handled (unknown scheme, bad query, missing variable)."""

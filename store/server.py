@@ -1,0 +1,249 @@
+"""The TCPStore server: an actor whose handlers apply store operations to one KeySpace.
+
+Every handler runs inline on the mailbox thread (no operation blocks it), so the
+KeySpace needs no lock. A blocking operation whose keys are missing is parked as a
+`_Waiter` and answered from the change hook the moment its keys exist, or with a
+StoreTimeoutError when its deadline passes. Watchers get `STORE_WATCH_EVENT` pushes.
+
+Run on its own with ``python -m store.server --host H --port P``.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import signal
+import sys
+import threading
+from typing import Any, Callable, Deque, Dict, List, Optional
+
+from actors.runtime import Actor, Future, Kind, Message, ProtocolError
+from actors.runtime.log import get_logger
+from store.base import check_amount, check_key, check_keys, check_values, to_bytes
+from store.errors import QueueEmptyError, StoreTimeoutError
+from store.keyspace import KeySpace
+
+log = get_logger(__name__)
+
+
+class _Waiter:
+    """A parked request: it completes with `answer()` once none of `keys` is missing."""
+
+    __slots__ = ("operation", "keys", "answer", "future", "timer")
+
+    def __init__(self, operation: str, keys: List[str], answer: Callable[[], Any]):
+        self.operation, self.keys, self.answer = operation, keys, answer
+        self.future = Future()
+        self.timer = None
+
+
+class StoreServer:
+    """The store server actor, bound at ``tcp://host:port`` (port 0 picks a free one)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self._space = KeySpace()
+        self._space.on_change = self._on_change
+        self._space.on_queue_push = self._on_queue_push
+        self._waiting: Dict[str, List[_Waiter]] = {}
+        self._poppers: Dict[str, Deque[_Waiter]] = {}
+        self._watchers: Dict[str, List[Message]] = {}
+        self._actor = Actor(f"tcp://{host}:{port}", name="store-server", num_worker_threads=1)
+        handlers = {
+            Kind.STORE_SET: self._set,
+            Kind.STORE_GET: self._get,
+            Kind.STORE_ADD: self._add,
+            Kind.STORE_COMPARE_SET: self._compare_set,
+            Kind.STORE_DELETE_KEY: lambda p: self._space.delete(_key(p)),
+            Kind.STORE_CHECK: lambda p: self._space.check(_keys(p)),
+            Kind.STORE_NUM_KEYS: lambda p: self._space.num_keys(),
+            Kind.STORE_WAIT: self._wait,
+            Kind.STORE_MULTI_GET: self._multi_get,
+            Kind.STORE_MULTI_SET: self._multi_set,
+            Kind.STORE_APPEND: lambda p: self._space.append(_key(p), _value(p, "value")),
+            Kind.STORE_QUEUE_PUSH: lambda p: self._space.queue_push(_key(p), _value(p, "value")),
+            Kind.STORE_QUEUE_POP: self._queue_pop,
+            Kind.STORE_QUEUE_LEN: lambda p: self._space.queue_len(_key(p)),
+        }
+        for kind, handler in handlers.items():
+            self._actor.register(kind, _on_payload(handler), inline=True)
+        self._actor.register(Kind.STORE_WATCH_KEY, self._watch_key, inline=True)
+
+    @property
+    def address(self) -> str:
+        return self._actor.address
+
+    @property
+    def port(self) -> int:
+        return self._actor.port
+
+    def start(self) -> "StoreServer":
+        self._actor.start()
+        log.info("store_server_started", address=self.address)
+        return self
+
+    def stop(self) -> None:
+        self._actor.stop()
+        log.info("store_server_stopped", address=self.address)
+
+    # ---- operations ---------------------------------------------------------------
+
+    def _set(self, payload: Any) -> None:
+        self._space.set(_key(payload), _value(payload, "value"))
+
+    def _add(self, payload: Any) -> int:
+        return self._space.add(_key(payload), check_amount(_field(payload, "amount")))
+
+    def _compare_set(self, payload: Any) -> bytes:
+        return self._space.compare_set(_key(payload), _value(payload, "expected"),
+                                       _value(payload, "desired"))
+
+    def _multi_set(self, payload: Any) -> None:
+        keys = _keys(payload)
+        self._space.multi_set(keys, check_values(_field(payload, "values"), len(keys)))
+
+    def _get(self, payload: Any) -> Any:
+        key = _key(payload)
+        return self._when_present("get", [key], _timeout(payload), lambda: self._space.get(key))
+
+    def _wait(self, payload: Any) -> Any:
+        return self._when_present("wait", _keys(payload), _timeout(payload), lambda: None)
+
+    def _multi_get(self, payload: Any) -> Any:
+        keys = _keys(payload)
+        space = self._space
+        return self._when_present("multi_get", keys, _timeout(payload),
+                                  lambda: [space.get(k) for k in keys])
+
+    def _when_present(self, operation: str, keys: List[str], timeout: Optional[float],
+                      answer: Callable[[], Any]) -> Any:
+        """Answer now if every key exists, else park the request until they do."""
+        missing = self._space.missing(keys)
+        if not missing:
+            return answer()
+        waiter = _Waiter(operation, keys, answer)
+        self._waiting.setdefault(missing[0], []).append(waiter)
+        if timeout is not None:
+            waiter.timer = self._actor.call_later(timeout, self._expire, waiter, timeout)
+        return waiter.future
+
+    def _queue_pop(self, payload: Any) -> Any:
+        key = _key(payload)
+        value = self._space.queue_pop(key)
+        if value is not None:
+            return value
+        if not _field(payload, "block", True):
+            raise QueueEmptyError(f"queue {key!r} is empty")
+        timeout = _timeout(payload)
+        waiter = _Waiter("queue_pop", [key], lambda: None)
+        self._poppers.setdefault(key, collections.deque()).append(waiter)
+        if timeout is not None:
+            waiter.timer = self._actor.call_later(timeout, self._expire, waiter, timeout)
+        return waiter.future
+
+    def _watch_key(self, msg: Message) -> None:
+        self._watchers.setdefault(_key(msg.payload), []).append(msg)
+
+    # ---- change hooks (mailbox thread) ----------------------------------------------
+
+    def _on_change(self, key: str, old: Optional[bytes], new: Optional[bytes]) -> None:
+        if new is not None and key in self._waiting:
+            for waiter in self._waiting.pop(key):
+                if waiter.future.done():
+                    continue
+                missing = self._space.missing(waiter.keys)
+                if missing:
+                    self._waiting.setdefault(missing[0], []).append(waiter)
+                else:
+                    self._settle(waiter, waiter.answer())
+        for watch in self._watchers.get(key, ()):
+            self._actor.push(watch, Kind.STORE_WATCH_EVENT, {"key": key, "old": old, "new": new})
+
+    def _on_queue_push(self, key: str) -> None:
+        poppers = self._poppers.get(key)
+        while poppers:
+            waiter = poppers.popleft()
+            if not waiter.future.done():
+                self._settle(waiter, self._space.queue_pop(key))
+                break
+        if poppers is not None and not poppers:
+            del self._poppers[key]
+
+    def _settle(self, waiter: _Waiter, value: Any) -> None:
+        if waiter.timer is not None:
+            waiter.timer.cancel()
+        waiter.future.set_result(value)
+
+    def _expire(self, waiter: _Waiter, timeout: float) -> None:
+        if waiter.future.done():
+            return
+        registry = self._poppers if waiter.operation == "queue_pop" else self._waiting
+        for parked in registry.values():
+            if waiter in parked:
+                parked.remove(waiter)
+                break
+        missing = waiter.keys if waiter.operation == "queue_pop" else \
+            self._space.missing(waiter.keys)
+        waiter.future.set_exception(StoreTimeoutError(waiter.operation, missing, timeout))
+
+
+def _on_payload(handler: Callable[[Any], Any]) -> Callable[[Message], Any]:
+    return lambda msg: handler(msg.payload)
+
+
+def _field(payload: Any, name: str, default: Any = ...) -> Any:
+    if not isinstance(payload, dict):
+        raise ProtocolError(f"store request body must be a map, got {type(payload).__name__}")
+    if name in payload:
+        return payload[name]
+    if default is ...:
+        raise ProtocolError(f"store request lacks field {name!r}")
+    return default
+
+
+def _key(payload: Any) -> str:
+    return check_key(_field(payload, "key"))
+
+
+def _keys(payload: Any) -> List[str]:
+    return check_keys(_field(payload, "keys"))
+
+
+def _value(payload: Any, name: str) -> bytes:
+    return to_bytes(_field(payload, name), name)
+
+
+def _timeout(payload: Any) -> Optional[float]:
+    timeout = _field(payload, "timeout", None)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
+        raise TypeError(f"timeout must be seconds (a number), got {type(timeout).__name__}")
+    return timeout
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Serve a store until SIGINT or SIGTERM."""
+    parser = argparse.ArgumentParser(
+        prog="python -m store.server",
+        description="Run an actorgrad TCPStore server on its own, so that the store outlives "
+                    "any training process. Clients connect with TCPStore(host, port).")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="interface to bind (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=29500,
+                        help="port to bind; 0 picks a free one and logs it (default: 29500)")
+    args = parser.parse_args(argv)
+    try:
+        server = StoreServer(args.host, args.port).start()
+    except OSError as exc:
+        log.error("store_server_failed", host=args.host, port=args.port, error=str(exc))
+        return 1
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    log.info("store_server_serving", host=args.host, port=server.port)
+    while not stop.wait(3600):
+        pass
+    log.info("store_server_shutting_down", port=server.port)
+    server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,205 @@
+"""`TCPStore`: a client of a store server actor, which it hosts itself when `is_master`.
+
+Each operation is one request/reply on the calling thread's own connection
+(`actors.runtime.Channel`). Blocking operations are timed on the server, which
+answers StoreTimeoutError at the deadline; the client waits a little longer for
+that answer. A lost server fails every call at once with StoreConnectionError.
+"""
+from __future__ import annotations
+
+import socket
+import threading
+from datetime import timedelta
+from typing import Any, List, Optional, Sequence
+
+from actors.runtime import Actor, Kind, PeerLostError, RequestTimeoutError
+from actors.runtime.channel import Channel
+from actors.runtime.log import get_logger
+from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
+                        check_keys, check_values, to_bytes)
+from store.errors import StoreConnectionError, StoreTimeoutError
+from store.keyspace import INTERNAL_PREFIX
+from store.server import StoreServer
+from store.watch import WatchDispatcher
+
+log = get_logger(__name__)
+
+_JOINED_KEY = INTERNAL_PREFIX + "tcpstore/joined"
+_READY_KEY = INTERNAL_PREFIX + "tcpstore/ready"
+# How much longer than the server's deadline a client waits for the timeout answer.
+_REPLY_GRACE = 5.0
+
+
+class TCPStore(Store):
+    """A store served over TCP by a `StoreServer` actor.
+
+    `port=0` with `is_master=True` picks a free port (`store.port` tells it). With
+    `world_size` and `wait_for_workers`, the master waits until `world_size` clients
+    (itself included) have joined and raises StoreTimeoutError saying how many did.
+    A port already in use raises AddressInUseError (an OSError).
+    """
+
+    def __init__(self, host_name: str, port: int, world_size: Optional[int] = None,
+                 is_master: bool = False, timeout: Timeout = timedelta(seconds=300),
+                 wait_for_workers: bool = True):
+        super().__init__(timeout)
+        self.host = host_name
+        self._server: Optional[StoreServer] = None
+        if is_master:
+            self._server = StoreServer(_resolve(host_name), port).start()
+            port = self._server.port
+        self.port = port
+        self.world_size = world_size
+        self._address = f"tcp://{_resolve(host_name)}:{port}"
+        self._channel = Channel(self._address, connect_timeout=self.timeout)
+        self._watch_lock = threading.Lock()
+        self._watch_actor: Optional[Actor] = None
+        self._watchers: Optional[WatchDispatcher] = None
+        try:
+            self._connect()
+            if world_size is not None:
+                self._join(world_size, is_master and wait_for_workers)
+        except BaseException:
+            self.close()
+            raise
+        log.info("tcp_store_connected", address=self._address, master=is_master,
+                 world_size=world_size)
+
+    @property
+    def is_master(self) -> bool:
+        """True when this store hosts the server."""
+        return self._server is not None
+
+    # ---- connection ---------------------------------------------------------------
+
+    def _connect(self) -> None:
+        try:
+            self._channel.connect()
+        except PeerLostError as exc:
+            raise StoreConnectionError(
+                f"store server at {self.host}:{self.port} unreachable: {exc.reason}") from None
+
+    def _join(self, world_size: int, wait: bool) -> None:
+        joined = self.add(_JOINED_KEY, 1)
+        if joined == world_size:
+            self.set(_READY_KEY, b"1")
+        if not wait:
+            return
+        try:
+            self.wait([_READY_KEY])
+        except StoreTimeoutError:
+            joined = self.add(_JOINED_KEY, 0)
+            raise StoreTimeoutError(
+                "wait_for_workers", [_READY_KEY], self.timeout,
+                detail=f"{joined} of {world_size} workers joined") from None
+
+    def _call(self, kind: Kind, payload: dict, blocking_timeout: Optional[float] = None) -> Any:
+        """One request/reply; blocking operations get the grace beyond their server deadline."""
+        wait = self.timeout if blocking_timeout is None else blocking_timeout + _REPLY_GRACE
+        try:
+            return self._channel.call(kind, payload, wait)
+        except PeerLostError as exc:
+            raise StoreConnectionError(
+                f"store server at {self.host}:{self.port} lost: {exc.reason}") from None
+        except RequestTimeoutError:
+            raise StoreConnectionError(
+                f"store server at {self.host}:{self.port} did not answer "
+                f"{kind.name} within {wait:g}s") from None
+
+    # ---- operations ---------------------------------------------------------------
+
+    def set(self, key: str, value: Value) -> None:
+        self._call(Kind.STORE_SET, {"key": check_key(key), "value": to_bytes(value)})
+
+    def get(self, key: str) -> bytes:
+        timeout = self.timeout
+        return self._call(Kind.STORE_GET, {"key": check_key(key), "timeout": timeout}, timeout)
+
+    def add(self, key: str, amount: int) -> int:
+        return self._call(Kind.STORE_ADD, {"key": check_key(key), "amount": check_amount(amount)})
+
+    def compare_set(self, key: str, expected: Value, desired: Value) -> bytes:
+        return self._call(Kind.STORE_COMPARE_SET, {
+            "key": check_key(key), "expected": to_bytes(expected, "expected"),
+            "desired": to_bytes(desired, "desired")})
+
+    def delete_key(self, key: str) -> bool:
+        return self._call(Kind.STORE_DELETE_KEY, {"key": check_key(key)})
+
+    def check(self, keys: Sequence[str]) -> bool:
+        return self._call(Kind.STORE_CHECK, {"keys": check_keys(keys)})
+
+    def num_keys(self) -> int:
+        return self._call(Kind.STORE_NUM_KEYS, {})
+
+    def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
+        seconds = self._timeout_or_default(timeout)
+        self._call(Kind.STORE_WAIT, {"keys": check_keys(keys), "timeout": seconds}, seconds)
+
+    def multi_get(self, keys: Sequence[str]) -> List[bytes]:
+        seconds = self.timeout
+        return self._call(Kind.STORE_MULTI_GET, {"keys": check_keys(keys), "timeout": seconds},
+                          seconds)
+
+    def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
+        keys = check_keys(keys)
+        self._call(Kind.STORE_MULTI_SET, {"keys": keys, "values": check_values(values, len(keys))})
+
+    def append(self, key: str, value: Value) -> None:
+        self._call(Kind.STORE_APPEND, {"key": check_key(key), "value": to_bytes(value)})
+
+    def queue_push(self, key: str, value: Value) -> None:
+        self._call(Kind.STORE_QUEUE_PUSH, {"key": check_key(key), "value": to_bytes(value)})
+
+    def queue_pop(self, key: str, block: bool = True, timeout: Optional[Timeout] = None) -> bytes:
+        seconds = self._timeout_or_default(timeout)
+        return self._call(Kind.STORE_QUEUE_POP,
+                          {"key": check_key(key), "block": bool(block), "timeout": seconds},
+                          seconds)
+
+    def queue_len(self, key: str) -> int:
+        return self._call(Kind.STORE_QUEUE_LEN, {"key": check_key(key)})
+
+    def watch_key(self, key: str, callback: WatchCallback) -> None:
+        """Register `callback(old, new)`; the server pushes each change, nothing polls."""
+        key = check_key(key)
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        with self._watch_lock:
+            if self._watch_actor is None:
+                self._watchers = WatchDispatcher("actorgrad-tcpstore-watch")
+                self._watch_actor = Actor(None, name="store-watch", num_worker_threads=1)
+                self._watch_actor.on_push(Kind.STORE_WATCH_EVENT, self._on_watch_event)
+                self._watch_actor.start()
+            already_pushed = self._watchers.watched(key)
+            self._watchers.add(key, callback)
+            if already_pushed:
+                return
+        future = self._watch_actor.request(self._address, Kind.STORE_WATCH_KEY, {"key": key},
+                                           self.timeout)
+        try:
+            future.wait(self.timeout + _REPLY_GRACE)
+        except (PeerLostError, RequestTimeoutError) as exc:
+            raise StoreConnectionError(f"watch_key({key!r}) failed: {exc}") from None
+
+    def _on_watch_event(self, msg: Any) -> None:
+        event = msg.payload
+        self._watchers.notify(event["key"], event["old"], event["new"])
+
+    def close(self) -> None:
+        """Close the connections; a master also stops its server."""
+        if self._watch_actor is not None:
+            self._watch_actor.stop()
+            self._watchers.close()
+        self._channel.close()
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+
+def _resolve(host: str) -> str:
+    """An IP address for `host` (ZeroMQ binds interfaces and addresses, not names)."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return host

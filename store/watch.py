@@ -1,0 +1,90 @@
+"""Delivery of `watch_key` callbacks on one background thread, in order.
+
+A store calls `notify(key, old, new)` where the change happens, often under its own
+lock; the dispatcher only enqueues there. Callbacks run later on the dispatcher's
+daemon thread, so a callback never runs under a store lock, never on the thread
+that made the change, and may call back into the store without deadlocking.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Dict, Optional, Tuple
+
+
+
+from actors.runtime.log import get_logger
+from store.base import WatchCallback
+
+log = get_logger(__name__)
+
+_STOP = object()  # sentinel: everything queued before it is still delivered
+DEFAULT_JOIN_TIMEOUT = 5.0
+
+
+class WatchDispatcher:
+    """A per-key registry of callbacks and the thread that calls them."""
+
+    def __init__(self, name: str = "actorgrad-store-watch"):
+        self._name = name
+        self._callbacks: Dict[str, Tuple[WatchCallback, ...]] = {}
+        self._events: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    def add(self, key: str, callback: WatchCallback) -> None:
+        """Register `callback(old, new)` for changes of `key` made from now on."""
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("watch dispatcher is closed")
+            # Copy-on-write tuples: notify() reads them without taking the lock.
+            self._callbacks[key] = self._callbacks.get(key, ()) + (callback,)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+
+    def watched(self, key: str) -> bool:
+        return key in self._callbacks
+
+    def keys(self) -> list:
+        """The keys that have at least one callback."""
+        return list(self._callbacks)
+
+    def notify(self, key: str, old: Optional[bytes], new: Optional[bytes]) -> None:
+        """Queue one change for the key's callbacks; cheap and non-blocking."""
+        callbacks = self._callbacks.get(key)
+        if callbacks and not self._closed:
+            # The callbacks are captured now: one registered after this change misses it.
+            self._events.put((key, callbacks, old, new))
+
+    def _run(self) -> None:
+        while True:
+            event = self._events.get()
+            if event is _STOP:
+                return
+            key, callbacks, old, new = event
+            for callback in callbacks:
+                try:
+                    callback(old, new)
+                except Exception:
+                    # One faulty callback must not starve the others or later events.
+                    log.exception("watch_callback_failed", key=key, callback=repr(callback))
+
+    def close(self, timeout: float = DEFAULT_JOIN_TIMEOUT) -> None:
+        """Deliver what is already queued, then stop the thread (joined for at most `timeout`)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            thread = self._thread
+        if thread is None:
+            return
+        self._events.put(_STOP)
+        if thread is threading.current_thread():
+            return  # close() called from a callback: the thread ends after this event
+        thread.join(timeout)
+        if thread.is_alive():
+            log.warning("watch_dispatcher_not_stopped", thread=self._name, timeout=timeout)

@@ -1,0 +1,11 @@
+"""Loopback helpers for tests: free ports and bounded waits on a subprocess's output."""
+from __future__ import annotations
+
+import socket
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

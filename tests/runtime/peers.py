@@ -1,0 +1,41 @@
+"""Actors that tests run in spawned processes, and the kinds they serve.
+
+Kinds from 0xF000 up are free for applications; the tests use a few.
+"""
+import threading
+import time
+
+import numpy as np
+
+from actors.runtime import Actor
+
+ECHO = 0xF001
+FAIL = 0xF002
+HANG = 0xF003
+SUM = 0xF004
+
+
+class Unpicklable:
+    def __reduce__(self):
+        raise TypeError("this object refuses to be pickled")
+
+
+def _fail(msg):
+    raise KeyError(f"no entry named {msg.payload!r}")
+
+
+def make_actor(address: str = "tcp://127.0.0.1:0") -> Actor:
+    actor = Actor(address, name="peer", num_worker_threads=4)
+    actor.register(ECHO, lambda msg: msg.payload)
+    actor.register(FAIL, _fail)
+    actor.register(HANG, lambda msg: threading.Event().wait(60))
+    actor.register(SUM, lambda msg: float(np.sum(msg.payload)))
+    return actor
+
+
+def serve(ready, address: str = "tcp://127.0.0.1:0") -> None:
+    """Serve the test kinds until killed; report the bound address on `ready`."""
+    actor = make_actor(address).start()
+    ready.put(actor.address)
+    while True:
+        time.sleep(3600)

@@ -1,0 +1,141 @@
+"""Actors talking to actors: replies, errors, timeouts, lost peers, lifecycle."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from actors.runtime import (Actor, ActorStoppedError, AddressInUseError, Future, PeerLostError,
+                            RequestTimeoutError, UnknownKindError)
+from tests.runtime import peers
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_request_to_an_actor_in_another_process_gets_its_reply(peer_process, client):
+    address, _ = peer_process
+    payload = {"weights": np.arange(12.0).reshape(3, 4), "name": "w", "step": 3}
+    reply = client.request(address, peers.ECHO, payload, timeout=10).wait(10)
+    np.testing.assert_array_equal(reply["weights"], payload["weights"])
+    assert reply["name"] == "w" and reply["step"] == 3
+
+
+def test_large_arrays_arrive_intact(peer_process, client):
+    address, _ = peer_process
+    big = np.random.default_rng(0).standard_normal(2_000_000).astype(np.float32)
+    reply = client.request(address, peers.ECHO, big, timeout=30).wait(30)
+    np.testing.assert_array_equal(reply, big)
+    assert reply.flags.writeable
+
+
+def test_a_remote_exception_is_raised_with_its_type_and_remote_traceback(peer_process, client):
+    address, _ = peer_process
+    with pytest.raises(KeyError, match="no entry named 'w'") as info:
+        client.request(address, peers.FAIL, "w", timeout=10).wait(10)
+    assert "_fail" in info.value.remote_traceback
+
+
+def test_an_unknown_kind_is_answered_with_an_error_naming_it(peer_process, client):
+    address, _ = peer_process
+    with pytest.raises(UnknownKindError, match="0xf0ff"):
+        client.request(address, 0xF0FF, None, timeout=10).wait(10)
+
+
+def test_a_request_without_reply_times_out_and_the_actor_keeps_working(peer_process, client):
+    address, _ = peer_process
+    with pytest.raises(RequestTimeoutError, match="no reply within 0.2s"):
+        client.request(address, peers.HANG, None, timeout=0.2).wait(10)
+    assert client.request(address, peers.ECHO, 1, timeout=10).wait(10) == 1
+
+
+def test_a_killed_peer_fails_pending_requests_promptly_with_a_connection_error(
+        peer_process, client):
+    address, process = peer_process
+    assert client.request(address, peers.ECHO, 0, timeout=10).wait(10) == 0
+    pending = client.request(address, peers.HANG, None, timeout=60)
+    process.kill()
+    started = time.monotonic()
+    with pytest.raises(PeerLostError) as info:
+        pending.wait(10)
+    assert time.monotonic() - started < 5
+    assert isinstance(info.value, ConnectionError) and address in str(info.value)
+
+
+def test_an_unpicklable_argument_fails_at_the_caller_before_sending(client):
+    with pytest.raises(TypeError, match="refuses to be pickled"):
+        client.request("tcp://127.0.0.1:1", peers.ECHO, peers.Unpicklable())
+
+
+def test_an_unpicklable_result_reaches_the_caller_as_an_error():
+    with Actor(name="server") as server, Actor(None, name="client") as client:
+        server.register(peers.ECHO, lambda msg: peers.Unpicklable())
+        with pytest.raises(TypeError, match="refuses to be pickled"):
+            client.request(server.address, peers.ECHO, None, timeout=10).wait(10)
+
+
+def test_requests_from_many_threads_each_get_their_own_reply(peer_process, client):
+    address, _ = peer_process
+    errors = []
+
+    def caller(worker: int) -> None:
+        for i in range(100):
+            value = (worker, i)
+            if client.request(address, peers.ECHO, value, timeout=20).wait(20) != value:
+                errors.append(value)
+
+    threads = [threading.Thread(target=caller, args=(w,)) for w in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and not any(t.is_alive() for t in threads)
+
+
+def test_a_handler_that_returns_a_future_is_answered_when_it_completes():
+    with Actor(name="server") as server, Actor(None, name="client") as client:
+        later = Future()
+        server.register(peers.ECHO, lambda msg: later)
+        reply = client.request(server.address, peers.ECHO, None, timeout=10)
+        later.set_result("done later")
+        assert reply.wait(10) == "done later"
+
+
+def test_inline_handlers_run_on_the_mailbox_thread_and_others_on_the_pool():
+    with Actor(name="server") as server, Actor(None, name="client") as client:
+        server.register(peers.ECHO, lambda msg: threading.current_thread().name, inline=True)
+        server.register(peers.SUM, lambda msg: threading.current_thread().name)
+        assert client.request(server.address, peers.ECHO, None, timeout=10).wait(10) == \
+            "server-io"
+        assert client.request(server.address, peers.SUM, None, timeout=10).wait(10).startswith(
+            "server-worker-")
+
+
+def test_port_zero_picks_a_free_port_and_a_taken_port_is_a_clear_error():
+    with Actor("tcp://127.0.0.1:0", name="first") as first:
+        assert first.port > 0 and first.address == f"tcp://127.0.0.1:{first.port}"
+        with pytest.raises(AddressInUseError, match=f"127.0.0.1:{first.port} is already in use"):
+            Actor(first.address, name="second")
+
+
+def test_an_actor_can_listen_on_an_ipc_path(tmp_path):
+    address = f"ipc://{tmp_path}/mailbox"
+    with Actor(address, name="server") as server, Actor(None, name="client") as client:
+        server.register(peers.ECHO, lambda msg: msg.payload)
+        assert server.address == address
+        assert client.request(address, peers.ECHO, "over ipc", timeout=10).wait(10) == "over ipc"
+
+
+def test_stop_leaves_no_thread_behind_and_fails_what_is_pending():
+    before = set(threading.enumerate())
+    server = Actor(name="server").start()
+    server.register(peers.HANG, lambda msg: Future(), inline=True)
+    client = Actor(None, name="client").start()
+    pending = client.request(server.address, peers.HANG, None)
+    client.stop()
+    server.stop()
+    server.stop()  # idempotent
+    with pytest.raises(ActorStoppedError):
+        pending.wait(5)
+    with pytest.raises(ActorStoppedError):
+        client.request(server.address, peers.ECHO, None)
+    assert set(threading.enumerate()) == before

@@ -1,0 +1,89 @@
+"""Future: waiting, values, errors, callbacks and chaining."""
+import threading
+
+import pytest
+
+from actors.runtime import Future, FutureTimeoutError, InvalidStateError, wait_all
+from actors.runtime.futures import completed, failed
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_wait_returns_the_value_set_by_another_thread():
+    future = Future()
+    threading.Thread(target=future.set_result, args=(42,)).start()
+    assert future.wait(5) == 42
+    assert future.done() and future.value() == 42
+
+
+def test_wait_raises_the_exception_the_future_holds():
+    future = failed(KeyError("k"))
+    with pytest.raises(KeyError):
+        future.wait(1)
+    assert isinstance(future.exception(), KeyError)
+
+
+def test_wait_with_a_timeout_gives_up_with_a_timeout_error():
+    with pytest.raises(FutureTimeoutError) as info:
+        Future().wait(0.05)
+    assert isinstance(info.value, TimeoutError)
+
+
+def test_value_of_a_pending_future_is_an_invalid_state_error():
+    with pytest.raises(InvalidStateError):
+        Future().value()
+
+
+def test_a_result_cannot_be_set_twice():
+    future = completed(1)
+    with pytest.raises(InvalidStateError):
+        future.set_result(2)
+    with pytest.raises(InvalidStateError):
+        future.set_exception(ValueError())
+
+
+def test_set_exception_needs_an_exception():
+    with pytest.raises(TypeError):
+        Future().set_exception("not an exception")
+
+
+def test_callbacks_run_once_done_and_at_once_when_already_done():
+    future, seen = Future(), []
+    future.add_done_callback(lambda f: seen.append(("before", f.value())))
+    future.set_result(7)
+    future.add_done_callback(lambda f: seen.append(("after", f.value())))
+    assert seen == [("before", 7), ("after", 7)]
+
+
+def test_a_failing_callback_does_not_stop_the_others():
+    future, seen = Future(), []
+    future.add_done_callback(lambda f: 1 / 0)
+    future.add_done_callback(lambda f: seen.append(f.value()))
+    future.set_result(3)
+    assert seen == [3]
+
+
+def test_then_holds_the_callbacks_return_value_or_its_exception():
+    source = Future()
+    doubled = source.then(lambda f: f.value() * 2)
+    broken = source.then(lambda f: 1 / 0)
+    source.set_result(21)
+    assert doubled.wait(1) == 42
+    with pytest.raises(ZeroDivisionError):
+        broken.wait(1)
+
+
+def test_then_sees_the_exception_of_a_failed_future():
+    chained = failed(ValueError("x")).then(lambda f: type(f.exception()).__name__)
+    assert chained.wait(1) == "ValueError"
+
+
+def test_wait_all_returns_values_in_order_and_raises_the_first_error():
+    assert wait_all([completed(1), completed(2)]) == [1, 2]
+    with pytest.raises(ValueError):
+        wait_all([completed(1), failed(ValueError())])
+
+
+def test_wait_all_bounds_the_whole_wait_by_its_timeout():
+    with pytest.raises(TimeoutError):
+        wait_all([Future(), Future()], timeout=0.05)

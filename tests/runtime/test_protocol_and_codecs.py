@@ -1,0 +1,102 @@
+"""The wire format: header layout, payload codecs and zero-copy buffers."""
+import struct
+
+import numpy as np
+import pytest
+
+from actors.runtime import envelope, serialization
+from actors.runtime.errors import ProtocolError, RemoteError
+from actors.runtime.protocol import (HEADER_SIZE, PROTOCOL_VERSION, Flag, Kind, pack_header,
+                                     unpack_header)
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def test_header_is_sixteen_little_endian_bytes_in_the_documented_order():
+    header = pack_header(Kind.STORE_GET, 0x0102030405060708, Flag.JSON, 3)
+    assert len(header) == HEADER_SIZE == 16
+    assert struct.unpack("<2sBBHHQ", header) == (b"AG", PROTOCOL_VERSION, 0x08, 0x0101, 3,
+                                                 0x0102030405060708)
+    assert unpack_header(header) == (PROTOCOL_VERSION, 0x08, 0x0101, 3, 0x0102030405060708)
+
+
+@pytest.mark.parametrize("frame, words", [
+    (b"", "truncated"), (b"AG\x01", "truncated"), (b"A" * 17, "oversized"),
+    (b"XX" + b"\0" * 14, "magic"),
+])
+def test_a_bad_header_is_a_protocol_error_that_says_what_is_wrong(frame, words):
+    with pytest.raises(ProtocolError, match=words):
+        unpack_header(frame)
+
+
+def test_a_header_of_another_protocol_version_is_refused_by_name():
+    frame = struct.pack("<2sBBHHQ", b"AG", PROTOCOL_VERSION + 1, 0, Kind.PING, 0, 7)
+    with pytest.raises(ProtocolError, match="version 2 not supported"):
+        envelope.read_header([frame, b""])
+
+
+def test_a_frame_count_that_disagrees_with_the_header_is_malformed():
+    frames = envelope.encode(Kind.PING, 1, np.zeros(10))
+    with pytest.raises(ProtocolError, match="announces 1 buffer"):
+        envelope.read_header(frames[:-1])
+
+
+def test_each_numpy_buffer_travels_as_its_own_frame_outside_the_pickle():
+    a, b = np.arange(1000, dtype=np.float32), np.ones((20, 30))
+    frames = envelope.encode(Kind.PING, 1, {"a": a, "b": b, "n": 3})
+    assert len(frames) == 4
+    assert unpack_header(bytes(frames[0])).nbufs == 2
+    assert len(frames[1]) < 500  # the arrays are not inside the body
+    assert bytes(frames[2]) == a.tobytes() and bytes(frames[3]) == b.tobytes()
+
+
+def test_arrays_are_rebuilt_on_top_of_the_received_frames_without_a_copy():
+    received = bytearray(np.arange(1000, dtype=np.float64).tobytes())
+    body, buffers = serialization.dumps(np.arange(1000, dtype=np.float64))
+    assert len(buffers) == 1
+    array = serialization.loads(body, [memoryview(received)])
+    assert np.shares_memory(array, np.frombuffer(received, dtype=np.float64))
+    np.testing.assert_array_equal(array, np.arange(1000))
+
+
+def test_functions_defined_at_run_time_travel_by_value():
+    offset = 5
+    body, buffers = serialization.dumps(lambda x: x + offset)
+    assert serialization.loads(body, buffers)(1) == 6
+
+
+def test_the_json_codec_carries_bytes_as_buffer_frames():
+    frames = envelope.encode(Kind.STORE_SET, 9, {"key": "k", "value": b"\x00\xff"}, Flag.JSON)
+    assert frames[1] == b'{"key":"k","value":{"$buf":0}}'
+    assert frames[2] == b"\x00\xff"
+    header = envelope.read_header(frames)
+    assert envelope.read_payload(header, frames) == {"key": "k", "value": b"\x00\xff"}
+
+
+def test_a_json_body_that_refers_to_a_missing_frame_is_a_protocol_error():
+    with pytest.raises(ProtocolError, match="missing buffer frame 3"):
+        serialization.loads_json(b'{"v":{"$buf":3}}', [])
+
+
+def test_an_undecodable_body_is_a_protocol_error():
+    with pytest.raises(ProtocolError, match="undecodable pickle"):
+        serialization.loads(b"\x80\x05garbage")
+    with pytest.raises(ProtocolError, match="undecodable JSON"):
+        serialization.loads_json(b"{not json")
+
+
+def test_an_error_payload_rebuilds_the_original_exception_with_the_remote_traceback():
+    try:
+        raise KeyError("missing thing")
+    except KeyError as exc:
+        payload = serialization.error_payload(exc, include_object=True)
+    rebuilt = serialization.exception_from_payload(payload)
+    assert isinstance(rebuilt, KeyError) and "missing thing" in str(rebuilt)
+    assert "raise KeyError" in rebuilt.remote_traceback
+
+
+def test_an_error_payload_without_the_object_becomes_a_remote_error_naming_the_type():
+    payload = serialization.error_payload(ValueError("bad"), include_object=False)
+    rebuilt = serialization.exception_from_payload(payload)
+    assert isinstance(rebuilt, RemoteError)
+    assert rebuilt.remote_type == "builtins.ValueError" and "bad" in str(rebuilt)
