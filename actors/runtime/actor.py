@@ -105,6 +105,13 @@ class Actor:
         """Serve requests of `kind` with `handler(message)`; `inline` runs it on the I/O thread."""
         self._handlers[int(kind)] = _Registration(handler, inline)
 
+    def on_sender_lost(self, callback: Callable[[bytes], None]) -> None:
+        """Call `callback(identity)` on the I/O thread when a sender's connection closes.
+
+        Before `start()` only; `Message.sender` is the identity reported.
+        """
+        self._mailbox.track_senders(callback)
+
     def on_push(self, kind: int, handler: Handler) -> None:
         """Call `handler(message)` on the I/O thread for pushes of `kind` from peers."""
         self._push_handlers[int(kind)] = handler

@@ -57,6 +57,10 @@ class Mailbox:
         self._heartbeat_timeout_ms = int(heartbeat_timeout * 1000)
         self._ctx = zmq.Context()
         self._router: Optional[zmq.Socket] = None
+        # Sender tracking (off until asked for): which connection each sender spoke on.
+        self._on_sender_lost: Optional[Callable[[bytes], None]] = None
+        self._router_monitor: Optional[zmq.Socket] = None
+        self._sender_fds: Dict[bytes, int] = {}
         self.address: Optional[str] = None
         if bind is not None:
             self._router = self._bind(bind)
@@ -134,6 +138,21 @@ class Mailbox:
         heapq.heappush(self._timers, (handle.deadline, next(self._timer_seq), handle))
         return handle
 
+    def track_senders(self, on_sender_lost: Callable[[bytes], None]) -> None:
+        """Call `on_sender_lost(identity)` when the connection a sender spoke on closes.
+
+        ZeroMQ hides connections behind the ROUTER, so each received message's source
+        descriptor is noted per sender and matched against the monitor's
+        disconnect events. ZMTP heartbeats close the connection of a peer that stops
+        answering, so a hung sender is reported too. Call before `start()`.
+        """
+        if self._router is None or self._running:
+            raise RuntimeError("track_senders needs a bound mailbox that has not started")
+        self._on_sender_lost = on_sender_lost
+        self._router.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
+        self._router.setsockopt(zmq.HEARTBEAT_TIMEOUT, self._heartbeat_timeout_ms)
+        self._router_monitor = self._router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+
     def send_to_sender(self, identity: bytes, frames: List[Any]) -> None:
         """Send `frames` back to the ROUTER peer `identity`; callable from any thread."""
         if self.in_io_thread():
@@ -193,6 +212,8 @@ class Mailbox:
         poller = self._poller
         if self._router is not None:
             poller.register(self._router, zmq.POLLIN)
+        if self._router_monitor is not None:
+            poller.register(self._router_monitor, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
         try:
             while not self._stopping:
@@ -202,6 +223,8 @@ class Mailbox:
                         self._drain_router()
                     elif sock == self._wake_r:
                         self._drain_commands()
+                    elif sock is self._router_monitor:
+                        self._on_router_disconnect()
                     elif sock in self._monitors:
                         self._on_monitor_event(sock)
                     else:
@@ -223,7 +246,10 @@ class Mailbox:
         router = self._router
         for _ in range(_RECV_BATCH):
             frames = router.recv_multipart(copy=False)
-            self._dispatch(self._on_request, frames[0].bytes, frames[1:])
+            identity = frames[0].bytes
+            if self._on_sender_lost is not None:
+                self._sender_fds[identity] = frames[0].get(zmq.SRCFD)
+            self._dispatch(self._on_request, identity, frames[1:])
             # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
             if not router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 return
@@ -240,6 +266,14 @@ class Mailbox:
             callback(origin, frames)
         except Exception:  # noqa: BLE001 - one bad message must not stop the mailbox
             log.exception("message_handling_failed", actor=self.name)
+
+    def _on_router_disconnect(self) -> None:
+        fd = recv_monitor_message(self._router_monitor)["value"]
+        lost = [identity for identity, known in self._sender_fds.items() if known == fd]
+        for identity in lost:
+            del self._sender_fds[identity]
+            log.info("sender_lost", actor=self.name, sender=identity.hex())
+            self._dispatch(lambda _origin, who: self._on_sender_lost(who), None, identity)
 
     def _drain_commands(self) -> None:
         try:
@@ -284,6 +318,8 @@ class Mailbox:
             dealer.close(0)
         self._dealers.clear()
         self._dealer_peers.clear()
+        if self._router_monitor is not None:
+            self._router_monitor.close(0)
         if self._router is not None:
             self._router.close(0)
         for fd in (self._wake_r, self._wake_w):

@@ -39,3 +39,12 @@ def serve(ready, address: str = "tcp://127.0.0.1:0") -> None:
     ready.put(actor.address)
     while True:
         time.sleep(3600)
+
+
+def call_then_hang(address: str, ready) -> None:
+    """Make one request to `address`, report it answered, then hang until killed."""
+    client = Actor(None, name="caller").start()
+    client.request(address, ECHO, "hello", timeout=30).wait(30)
+    ready.put("answered")
+    while True:
+        time.sleep(3600)

@@ -139,3 +139,29 @@ def test_stop_leaves_no_thread_behind_and_fails_what_is_pending():
     with pytest.raises(ActorStoppedError):
         client.request(server.address, peers.ECHO, None)
     assert set(threading.enumerate()) == before
+
+
+
+def test_an_actor_is_told_when_a_sender_dies(tmp_path):
+    import multiprocessing as mp
+
+    senders, lost = [], Future()
+    server = Actor(name="server")
+    server.register(peers.ECHO, lambda msg: senders.append(msg.sender) or msg.payload,
+                    inline=True)
+    server.on_sender_lost(lost.set_result)
+    ctx = mp.get_context("spawn")
+    ready = ctx.Queue()
+    with server:
+        caller = ctx.Process(target=peers.call_then_hang, args=(server.address, ready),
+                             daemon=True)
+        caller.start()
+        try:
+            assert ready.get(timeout=30) == "answered"
+            caller.kill()
+            started = time.monotonic()
+            assert lost.wait(10) == senders[0]
+            assert time.monotonic() - started < 3
+        finally:
+            caller.kill()
+            caller.join(10)
