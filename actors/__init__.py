@@ -16,6 +16,11 @@ _EXPORTS = {
     "Kind": "actors.runtime",
     "PeerLostError": "actors.runtime",
     "RemoteError": "actors.runtime",
+    **{name: "actors.rpc" for name in (
+        "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo",
+        "get_worker_info", "async_execution", "RpcHook", "RpcEnvelope", "register_hook",
+        "unregister_hook", "RpcError", "RpcInitError", "RpcNotInitializedError", "RRefError",
+        "WorkerLostError")},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -51,6 +51,7 @@ class Actor:
         self.name = name
         self._handlers: Dict[int, _Registration] = {}
         self._push_handlers: Dict[int, Handler] = {}
+        self._peer_lost_callbacks: list = []
         self._pending: Dict[int, _Pending] = {}
         self._req_ids = itertools.count(1)
         self._mailbox = Mailbox(address, name, self._on_request, self._on_reply,
@@ -111,6 +112,10 @@ class Actor:
         Before `start()` only; `Message.sender` is the identity reported.
         """
         self._mailbox.track_senders(callback)
+
+    def on_peer_lost(self, callback: Callable[[str], None]) -> None:
+        """Call `callback(address)` on the I/O thread when a connection to a peer drops."""
+        self._peer_lost_callbacks.append(callback)
 
     def on_push(self, kind: int, handler: Handler) -> None:
         """Call `handler(message)` on the I/O thread for pushes of `kind` from peers."""
@@ -224,6 +229,8 @@ class Actor:
         handler(Message(header.kind, header.req_id, header.flags, payload, peer=peer))
 
     def _on_peer_lost(self, peer: str, reason: str) -> None:
+        for callback in self._peer_lost_callbacks:
+            callback(peer)
         self._fail_pending(lambda p: p.peer == peer, PeerLostError(peer, reason))
 
     def _fail_pending(self, which: Callable[[_Pending], bool], exc: BaseException) -> None:

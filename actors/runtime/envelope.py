@@ -53,12 +53,7 @@ def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
 def encode_error(kind: int, req_id: int, exc: BaseException, json: bool) -> List[Any]:
     """An error reply for request `req_id`; pickled replies carry the exception object."""
     flags = RESPONSE | ERROR | (JSON if json else 0)
-    payload = serialization.error_payload(exc, include_object=not json)
-    try:
-        return encode(kind, req_id, payload, flags)
-    except Exception:  # noqa: BLE001 - the exception object itself failed to pickle
-        payload.pop("exception", None)
-        return encode(kind, req_id, payload, flags)
+    return encode(kind, req_id, serialization.error_payload(exc, include_object=not json), flags)
 
 
 def read_header(frames: Sequence[Any]) -> Header:

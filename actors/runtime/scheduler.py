@@ -114,3 +114,6 @@ class WorkerPool:
                 fn(*args)
             except Exception:  # noqa: BLE001 - one failing task must not kill the worker
                 log.exception("worker_task_failed", task=getattr(fn, "__qualname__", repr(fn)))
+            # Drop the finished task now, not when the next one arrives: its arguments
+            # may hold references (RRefs) whose release others are waiting for.
+            del item, fn, args

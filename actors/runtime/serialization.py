@@ -97,7 +97,12 @@ def loads_json(body: Any, buffers: Sequence[Any] = ()) -> Any:
 
 
 def error_payload(exc: BaseException, *, include_object: bool) -> dict:
-    """Describe an exception for an error reply; pickled peers also get the object itself."""
+    """Describe an exception for an error reply.
+
+    Pickled peers also get the exception object, pickled on its own (`exception`),
+    so that a caller which cannot rebuild its type still reads type, message and
+    traceback.
+    """
     payload = {
         "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
         "message": str(exc),
@@ -105,20 +110,27 @@ def error_payload(exc: BaseException, *, include_object: bool) -> dict:
     }
     if include_object:
         try:
-            cloudpickle.dumps(exc, protocol=PICKLE_PROTOCOL)
-        except Exception:  # noqa: BLE001 - fall back to type name and message
+            payload["exception"] = cloudpickle.dumps(exc, protocol=PICKLE_PROTOCOL)
+        except Exception:  # noqa: BLE001 - type name and message remain
             pass
-        else:
-            payload["exception"] = exc
     return payload
 
 
 def exception_from_payload(payload: Any) -> BaseException:
-    """Rebuild the exception an error reply describes, with `remote_traceback` attached."""
+    """Rebuild the exception an error reply describes, with `remote_traceback` attached.
+
+    The original type comes back when it unpickles here; otherwise a RemoteError
+    naming it.
+    """
     if not isinstance(payload, dict):
         return RemoteError("unknown", repr(payload))
-    exc = payload.get("exception")
     remote_tb = payload.get("traceback")
+    exc = None
+    if isinstance(payload.get("exception"), bytes):
+        try:
+            exc = pickle.loads(payload["exception"])
+        except Exception:  # noqa: BLE001 - the type is not importable here
+            exc = None
     if not isinstance(exc, BaseException):
         exc = RemoteError(str(payload.get("type", "unknown")), str(payload.get("message", "")),
                           remote_tb)

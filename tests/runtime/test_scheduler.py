@@ -118,3 +118,27 @@ def test_stop_joins_every_thread_and_refuses_more_work():
     assert threading.active_count() == before
     with pytest.raises(ActorStoppedError):
         pool.submit(print)
+
+
+def test_the_pool_keeps_no_reference_to_a_finished_task():
+    import gc
+    import weakref
+
+    class Payload:
+        pass
+
+    pool = WorkerPool(1, "test")
+    done = threading.Event()
+    payload = Payload()
+    alive = weakref.ref(payload)
+    pool.submit(lambda p: done.set(), payload)
+    del payload
+    assert done.wait(5)
+    deadline = threading.Event()
+    for _ in range(100):  # the worker drops it right after the task returns
+        gc.collect()
+        if alive() is None:
+            break
+        deadline.wait(0.01)
+    assert alive() is None
+    pool.stop()

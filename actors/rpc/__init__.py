@@ -1,0 +1,15 @@
+"""RPC services on actors: init_rpc, rpc_sync, rpc_async, remote, RRef, shutdown."""
+from .api import (async_execution, get_worker_info, init_rpc, remote, rpc_async, rpc_sync,
+                  shutdown)
+from .directory import WorkerInfo
+from .errors import (RpcError, RpcInitError, RpcNotInitializedError, RRefError,
+                     WorkerLostError)
+from .hooks import RpcEnvelope, RpcHook, register_hook, unregister_hook
+from .rref import RRef
+
+__all__ = [
+    "RRef", "RRefError", "RpcEnvelope", "RpcError", "RpcHook", "RpcInitError",
+    "RpcNotInitializedError", "WorkerInfo", "WorkerLostError", "async_execution",
+    "get_worker_info", "init_rpc", "register_hook", "remote", "rpc_async", "rpc_sync",
+    "shutdown", "unregister_hook",
+]

@@ -1,0 +1,240 @@
+"""`RpcAgent`: one worker of an RPC world, an actor that runs functions for its peers.
+
+Calls travel as `RPC_CALL` messages holding ``(fn, args, kwargs, caller_rank,
+meta)``; the callee runs them on its worker pool inside the context managers its
+hooks return, and replies ``(value, meta)``. `RPC_REMOTE` does the same but keeps
+the value in the owner table and replies only when it exists. Functions marked
+`async_execution` return a Future: the reply waits for it, the worker thread does
+not.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+from typing import Any, Callable, Optional, Set
+
+from actors.runtime import Actor, Future, Kind, Message, PeerLostError
+from actors.runtime.futures import completed, failed
+from actors.runtime.log import get_logger
+from store.base import Store
+
+from . import hooks as hook_registry
+from .directory import Destination, WorkerDirectory, WorkerInfo
+from .errors import RpcNotInitializedError, WorkerLostError
+from .hooks import RpcEnvelope
+from .owners import OwnerTable
+from .world import barrier, join_world
+
+log = get_logger(__name__)
+
+
+class RpcAgent:
+    """This process's worker: its actor, the world directory, owned RRef values."""
+
+    def __init__(self, name: str, rank: int, world_size: int, store: Store, host: str,
+                 timeout: float, num_worker_threads: int):
+        self.name, self.rank, self.world_size = name, rank, world_size
+        self.store = store
+        self.timeout = timeout
+        self.owners = OwnerTable()
+        self._ids = itertools.count(1)
+        self._lost: Set[str] = set()
+        self._outstanding = 0
+        self._leaving = False
+        self._idle = threading.Condition()
+        self.actor = Actor(f"tcp://{host}:0", name=name, num_worker_threads=num_worker_threads)
+        self.actor.register(Kind.RPC_CALL, self._serve_call)
+        self.actor.register(Kind.RPC_REMOTE, self._serve_remote, inline=True)
+        self.actor.register(Kind.RREF_FORK, lambda msg: self.owners.add(*msg.payload) and None,
+                            inline=True)
+        self.actor.register(Kind.RREF_DELETE, lambda msg: self.owners.remove(*msg.payload),
+                            inline=True)
+        self.actor.on_peer_lost(self._on_peer_lost)
+        self.info = WorkerInfo(name, rank)
+        self.directory: Optional[WorkerDirectory] = None
+        self._joined = threading.Event()
+
+    def join(self) -> None:
+        """Start serving and wait until the whole world has registered in the store."""
+        self.actor.start()
+        try:
+            self.directory = join_world(self.store, self.name, self.rank, self.world_size,
+                                        self.actor.address, self.timeout)
+            self._joined.set()
+        except BaseException:
+            self.actor.stop()
+            raise
+        log.info("rpc_worker_joined", worker=self.name, rank=self.rank,
+                 world_size=self.world_size, address=self.actor.address)
+
+    # ---- ids ----------------------------------------------------------------------
+
+    def new_id(self) -> int:
+        """A globally unique id: ``(rank << 48) | counter``."""
+        return (self.rank << 48) | next(self._ids)
+
+    @staticmethod
+    def completed(value: Any) -> Future:
+        return completed(value)
+
+    # ---- calls --------------------------------------------------------------------
+
+    def call(self, to: Destination, fn: Callable, args: tuple, kwargs: dict,
+             timeout: Optional[float], *, remote: Optional[tuple] = None) -> Future:
+        """Send `fn(*args, **kwargs)` to `to`; the future holds its value.
+
+        With `remote=(rref_id, fork_id)` the callee keeps the value as an RRef owner and
+        the future completes once it exists.
+        """
+        info = self.directory.resolve(to)
+        if info.name in self._lost:
+            return failed(WorkerLostError(info.name, "the worker was lost earlier"))
+        envelope = RpcEnvelope((tuple(args), dict(kwargs or {})), info)
+        for _, hook in hook_registry.hooks():
+            hook.request_sent(envelope)
+        call_args, call_kwargs = envelope.payload
+        payload = (fn, call_args, call_kwargs, self.rank, envelope.meta)
+        kind = Kind.RPC_CALL
+        if remote is not None:
+            kind, payload = Kind.RPC_REMOTE, payload + remote
+        seconds = self.timeout if timeout is None else timeout
+        try:
+            reply = self.actor.request(self.directory.address(info), kind, payload,
+                                       seconds or None)
+        except Exception as exc:
+            if isinstance(exc, RpcNotInitializedError):
+                raise
+            raise TypeError(f"the call to {info.name!r} cannot be sent: {exc}") from exc
+        self._track(reply)
+        return reply.then(lambda done: self._receive(done, info, envelope.meta))
+
+    def _receive(self, done: Future, peer: WorkerInfo, request_meta: dict) -> Any:
+        exc = done.exception()
+        if isinstance(exc, PeerLostError):
+            raise WorkerLostError(peer.name, exc.reason) from None
+        if exc is not None:
+            raise exc
+        value, meta = done.value()
+        envelope = RpcEnvelope(value, peer, meta, request_meta)
+        for _, hook in hook_registry.hooks():
+            hook.response_received(envelope)
+        return envelope.payload
+
+    def _track(self, reply: Future) -> None:
+        with self._idle:
+            self._outstanding += 1
+        reply.add_done_callback(self._untrack)
+
+    def _untrack(self, _: Future) -> None:
+        with self._idle:
+            self._outstanding -= 1
+            if self._outstanding == 0:
+                self._idle.notify_all()
+
+    def _on_peer_lost(self, address: str) -> None:
+        try:
+            peer = self.directory.by_address(address)
+        except (AttributeError, ValueError):
+            return
+        self._lost.add(peer.name)
+        if not self._leaving:
+            log.warning("rpc_worker_lost", worker=self.name, lost=peer.name)
+
+    # ---- serving ------------------------------------------------------------------
+
+    def _run(self, msg: Message) -> Any:
+        """Run a received call inside its hooks' contexts; a Future for async functions."""
+        # A peer that finished joining may call before this worker has read the world.
+        if not self._joined.wait(self.timeout):
+            raise RpcNotInitializedError(f"worker {self.name!r} has not joined its world")
+        fn, args, kwargs, caller, meta = msg.payload[:5]
+        peer = self.directory.resolve(caller)
+        envelope = RpcEnvelope((args, kwargs), peer, meta)
+        with contextlib.ExitStack() as stack:
+            for _, hook in hook_registry.hooks():
+                stack.enter_context(hook.request_received(envelope))
+            args, kwargs = envelope.payload
+            result = fn(*args, **kwargs)
+        if getattr(fn, "_async_execution", False):
+            if not isinstance(result, Future):
+                raise TypeError(f"async_execution function {fn.__qualname__} must return an "
+                                f"actors.Future, got {type(result).__name__}")
+            return result
+        return completed(result)
+
+    def _serve_call(self, msg: Message) -> Future:
+        result = self._run(msg)
+        peer, request_meta = self.directory.resolve(msg.payload[3]), msg.payload[4]
+        return result.then(lambda done: self._respond(done.value(), peer, request_meta))
+
+    @staticmethod
+    def _respond(value: Any, peer: WorkerInfo, request_meta: dict) -> tuple:
+        envelope = RpcEnvelope(value, peer, None, request_meta)
+        for _, hook in hook_registry.hooks():
+            hook.response_sent(envelope)
+        return envelope.payload, envelope.meta
+
+    def _serve_remote(self, msg: Message) -> Future:
+        """Register the creator's fork at once (mailbox order), then create on the pool."""
+        rref_id, fork_id = msg.payload[5:7]
+        value = self.owners.add(rref_id, fork_id)
+        created = Future()
+
+        def create() -> None:
+            try:
+                result = self._run(msg)
+            except Exception as exc:  # noqa: BLE001 - delivered to the value and the creator
+                result = failed(exc)
+            result.add_done_callback(settle)
+
+        def settle(done: Future) -> None:
+            exc = done.exception()
+            if not value.done():
+                value.set_exception(exc) if exc else value.set_result(done.value())
+            created.set_exception(exc) if exc else created.set_result((None, {}))
+
+        self.actor.pool.submit(create)
+        return created
+
+    # ---- RRef bookkeeping ---------------------------------------------------------
+
+    def fork(self, owner: WorkerInfo, rref_id: int) -> int:
+        """Register a new holder of an RRef with its owner, before the RRef is sent on."""
+        fork_id = self.new_id()
+        if owner.id == self.rank:
+            self.owners.add(rref_id, fork_id)
+        else:
+            self.actor.notify(self.directory.address(owner), Kind.RREF_FORK, (rref_id, fork_id))
+        return fork_id
+
+    def release(self, owner: WorkerInfo, rref_id: int, fork_id: int) -> None:
+        if owner.id == self.rank:
+            self.owners.remove(rref_id, fork_id)
+        elif owner.name not in self._lost:
+            self.actor.notify(self.directory.address(owner), Kind.RREF_DELETE, (rref_id, fork_id))
+
+    # ---- shutdown -----------------------------------------------------------------
+
+    def wait_idle(self, timeout: Optional[float]) -> bool:
+        """Wait until no call sent from here is outstanding."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._outstanding == 0, timeout)
+
+    def leave(self, graceful: bool, timeout: Optional[float]) -> None:
+        """Leave the world: with `graceful`, a barrier once every worker's work is done."""
+        self._leaving = True
+        if graceful:
+            # Two rounds: work that arrived while others drained (nested calls) is
+            # finished before the second barrier.
+            for round_ in ("drained", "drained-again"):
+                self.wait_idle(timeout)
+                barrier(self.store, f"shutdown/{round_}", self.world_size, timeout)
+            self.wait_idle(timeout)
+            # Rank 0 may host the store: it closes only after everyone's last store call.
+            if self.store.add("barriers/shutdown/left", 1) == self.world_size:
+                self.store.set("barriers/shutdown/all-left", b"1")
+            if self.rank == 0:
+                self.store.wait(["barriers/shutdown/all-left"], timeout or 10.0 ** 9)
+        self.actor.stop()
+        log.info("rpc_worker_left", worker=self.name, graceful=graceful)

@@ -1,0 +1,150 @@
+"""The functions users call: init_rpc, rpc_sync, rpc_async, remote, shutdown, ..."""
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from datetime import timedelta
+from typing import Any, Callable, Optional, Union
+
+from actors.runtime import Future
+from actors.runtime.log import get_logger
+from store.base import Store, to_seconds
+
+from . import state
+from .agent import RpcAgent
+from .directory import Destination, WorkerInfo
+from .errors import RpcError
+from .rref import RRef
+
+log = get_logger(__name__)
+
+Timeout = Union[float, int, timedelta, None]
+
+
+def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[int] = None,
+             init_method: Optional[str] = None, store: Optional[Store] = None,
+             timeout: Timeout = 60.0, num_worker_threads: int = 16) -> None:
+    """Join an RPC world of `world_size` workers as `name` with `rank`.
+
+    Workers find each other through `store`, or through the store that `init_method`
+    (default ``env://``) yields. Rank and world size default to the ``RANK`` and
+    ``WORLD_SIZE`` environment variables, and the name to ``worker<rank>``, so that a
+    process started by ``python -m actors.launch`` can call ``init_rpc()`` alone.
+    RpcInitError names a duplicate name or rank, or the ranks that never joined.
+    """
+    if state.agent_or_none() is not None:
+        raise RpcError("RPC is already initialized in this process; call shutdown() first")
+    seconds = to_seconds(timeout, "timeout")
+    if rank == -1 and "RANK" in os.environ:
+        rank = int(os.environ["RANK"])
+    if world_size is None and "WORLD_SIZE" in os.environ:
+        world_size = int(os.environ["WORLD_SIZE"])
+    if store is None:
+        from store import rendezvous
+
+        # join_world waits for the others itself, with errors that name who is missing.
+        store, rank, world_size = next(rendezvous(
+            init_method or "env://", rank, -1 if world_size is None else world_size,
+            timeout=seconds, wait_for_workers=False))
+        owns_store = True
+    else:
+        owns_store = False
+    if world_size is None or rank < 0 or not 0 <= rank < world_size:
+        raise ValueError(f"init_rpc needs 0 <= rank < world_size, got rank={rank}, "
+                         f"world_size={world_size}")
+    name = f"worker{rank}" if name is None else name
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str, got {name!r}")
+    from store import PrefixStore
+
+    agent = RpcAgent(name, rank, world_size, PrefixStore("rpc", store), _bind_host(store),
+                     seconds, num_worker_threads)
+    agent.owned_store = store if owns_store else None
+    state.set_agent(agent)
+    try:
+        agent.join()
+    except BaseException:
+        state.set_agent(None)
+        if owns_store:
+            store.close()
+        raise
+
+
+def shutdown(graceful: bool = True, timeout: Timeout = None) -> None:
+    """Leave the RPC world.
+
+    With `graceful`, a barrier: returns once every worker has called shutdown and all
+    work addressed to any of them is done. Otherwise leave at once; pending calls fail.
+    """
+    agent = state.current_agent()
+    try:
+        agent.leave(graceful, to_seconds(timeout, "timeout"))
+    finally:
+        state.set_agent(None)
+        if agent.owned_store is not None:
+            agent.owned_store.close()
+
+
+def get_worker_info(name: Optional[str] = None) -> WorkerInfo:
+    """The WorkerInfo of worker `name`, or of this worker."""
+    agent = state.current_agent()
+    return agent.info if name is None else agent.directory.resolve(name)
+
+
+def rpc_async(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
+              timeout: Timeout = None) -> Future:
+    """Run `fn(*args, **kwargs)` on `to`; a Future of its value.
+
+    `timeout` in seconds (default: init_rpc's; 0: none). A dead worker fails the
+    future with WorkerLostError (a ConnectionError); a remote exception is raised
+    again with its type and `remote_traceback`.
+    """
+    return state.current_agent().call(to, fn, args, kwargs or {}, _seconds(timeout))
+
+
+def rpc_sync(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
+             timeout: Timeout = None) -> Any:
+    """Run `fn(*args, **kwargs)` on `to` and return its value (see rpc_async)."""
+    return rpc_async(to, fn, args, kwargs, timeout).wait()
+
+
+def remote(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
+           timeout: Timeout = None) -> RRef:
+    """Run `fn(*args, **kwargs)` on `to`, which keeps the value; an RRef to it."""
+    agent = state.current_agent()
+    info = agent.directory.resolve(to)
+    rref_id, fork_id = agent.new_id(), agent.new_id()
+    created = agent.call(info, fn, args, kwargs or {}, _seconds(timeout),
+                         remote=(rref_id, fork_id))
+    return RRef(info, rref_id, fork_id, created)
+
+
+def async_execution(fn: Callable) -> Callable:
+    """Mark `fn` as returning an `actors.Future`: the callee replies when it completes.
+
+    The worker thread is free while the future is pending, so chains of nested
+    calls complete even with one worker thread per worker.
+    """
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    wrapper._async_execution = True
+    return wrapper
+
+
+def _seconds(timeout: Timeout) -> Optional[float]:
+    return None if timeout is None else to_seconds(timeout, "timeout")
+
+
+def _bind_host(store: Store) -> str:
+    """The local address peers reach this worker on: the one that routes to the store."""
+    host = getattr(getattr(store, "underlying_store", store), "host", None) or \
+        os.environ.get("MASTER_ADDR", "127.0.0.1")
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((socket.gethostbyname(host), 9))  # no packet is sent
+            return probe.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"

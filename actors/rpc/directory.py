@@ -1,0 +1,53 @@
+"""Who is who in an RPC world: names, ranks and mailbox addresses."""
+from __future__ import annotations
+
+from typing import Dict, List, NamedTuple, Union
+
+
+class WorkerInfo(NamedTuple):
+    """A worker of the RPC world: its unique `name` and its `id` (the rank)."""
+
+    name: str
+    id: int
+
+
+Destination = Union[str, int, WorkerInfo]
+
+
+class WorkerDirectory:
+    """The fixed membership of one RPC world, resolved from names, ranks or WorkerInfo."""
+
+    def __init__(self, names: List[str], addresses: List[str]):
+        self._infos = [WorkerInfo(name, rank) for rank, name in enumerate(names)]
+        self._by_name: Dict[str, WorkerInfo] = {info.name: info for info in self._infos}
+        self._addresses = list(addresses)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def __iter__(self):
+        return iter(self._infos)
+
+    def resolve(self, to: Destination) -> WorkerInfo:
+        """The worker `to` names; ValueError naming it and listing the known ones."""
+        if isinstance(to, WorkerInfo):
+            if self._infos[to.id:to.id + 1] == [to]:
+                return to
+        elif isinstance(to, str):
+            info = self._by_name.get(to)
+            if info is not None:
+                return info
+        elif isinstance(to, int) and not isinstance(to, bool):
+            if 0 <= to < len(self._infos):
+                return self._infos[to]
+        else:
+            raise TypeError(f"an RPC destination is a name, a rank or a WorkerInfo, "
+                            f"got {type(to).__name__}")
+        known = ", ".join(f"{i.name!r} (rank {i.id})" for i in self._infos)
+        raise ValueError(f"unknown worker {to!r}; the workers are {known}")
+
+    def address(self, info: WorkerInfo) -> str:
+        return self._addresses[info.id]
+
+    def by_address(self, address: str) -> WorkerInfo:
+        return self._infos[self._addresses.index(address)]

@@ -1,0 +1,71 @@
+"""The hook interface through which other layers attach to RPC messages.
+
+Distributed autograd (in `engine`) records send/recv functions this way, the way
+torch wraps a message in `RpcWithAutograd`, while `actors` never imports `engine`.
+A hook sees every request and response as an `RpcEnvelope` when it is sent and
+when it is received: it may replace the payload and may put picklable data under
+its own name in `meta`, which travels with the message to the other side.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, ContextManager, Dict, List, Optional, Tuple
+
+from .directory import WorkerInfo
+
+
+class RpcEnvelope:
+    """One request or response as hooks see it.
+
+    `payload` is ``(args, kwargs)`` for a request and the return value for a
+    response; `peer` is the worker on the other side; `meta` maps hook names to the
+    data they attached; `request_meta` is, for a response, the meta its request
+    carried (so a hook can relate the two).
+    """
+
+    __slots__ = ("payload", "peer", "meta", "request_meta")
+
+    def __init__(self, payload: Any, peer: WorkerInfo, meta: Optional[Dict[str, Any]] = None,
+                 request_meta: Optional[Dict[str, Any]] = None):
+        self.payload = payload
+        self.peer = peer
+        self.meta = {} if meta is None else meta
+        self.request_meta = {} if request_meta is None else request_meta
+
+
+class RpcHook:
+    """Base class of hooks: override the steps you need; the defaults do nothing."""
+
+    def request_sent(self, envelope: RpcEnvelope) -> None:
+        """Before a request is pickled on the caller."""
+
+    def request_received(self, envelope: RpcEnvelope) -> ContextManager:
+        """On the callee before the function runs; the function runs inside the returned
+        context manager."""
+        return contextlib.nullcontext()
+
+    def response_sent(self, envelope: RpcEnvelope) -> None:
+        """On the callee before the return value is pickled."""
+
+    def response_received(self, envelope: RpcEnvelope) -> None:
+        """On the caller before the future completes with the payload."""
+
+
+_hooks: List[Tuple[str, RpcHook]] = []
+
+
+def register_hook(name: str, hook: RpcHook) -> None:
+    """Attach `hook` to every RPC from now on; `name` keys its meta. A name is taken once."""
+    if any(existing == name for existing, _ in _hooks):
+        raise ValueError(f"an RPC hook named {name!r} is already registered")
+    if not isinstance(hook, RpcHook):
+        raise TypeError(f"hook must be an RpcHook, got {type(hook).__name__}")
+    _hooks.append((name, hook))
+
+
+def unregister_hook(name: str) -> None:
+    _hooks[:] = [(n, h) for n, h in _hooks if n != name]
+
+
+def hooks() -> List[Tuple[str, RpcHook]]:
+    return _hooks

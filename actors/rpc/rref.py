@@ -1,0 +1,131 @@
+"""`RRef`: a reference to a value that lives on its owner worker.
+
+The holder side of the reference counting described in `owners.py`: each RRef
+object is one fork; pickling an RRef (passing it in an RPC) registers a new fork
+with the owner before the message leaves, and a dropped RRef tells the owner.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from actors.runtime import Future
+
+from .directory import WorkerInfo
+from .errors import RRefError
+from .state import agent_or_none, current_agent
+
+
+class RRef:
+    """A remote reference: `to_here()` fetches a copy, the proxies run methods on the owner."""
+
+    def __init__(self, owner: Union[WorkerInfo, int], rref_id: int, fork_id: int,
+                 created: Optional[Future] = None):
+        # An owner rank is resolved on first use: an RRef may arrive (in a call) while
+        # this worker is still reading the world's directory.
+        self._owner_ref = owner
+        self._rref_id = rref_id
+        self._fork_id = fork_id
+        self._created = created
+        self._agent = current_agent()
+
+    # ---- identity -----------------------------------------------------------------
+
+    @property
+    def _owner(self) -> WorkerInfo:
+        if isinstance(self._owner_ref, int):
+            self._owner_ref = self._agent.directory.resolve(self._owner_ref)
+        return self._owner_ref
+
+    def owner(self) -> WorkerInfo:
+        return self._owner
+
+    def owner_name(self) -> str:
+        return self._owner.name
+
+    def is_owner(self) -> bool:
+        return self._owner.id == self._agent.rank
+
+    def confirmed(self) -> Future:
+        """Completes when the owner has created the value (or failed to), on the creator."""
+        return self._created if self._created is not None else self._agent.completed(None)
+
+    def __repr__(self) -> str:
+        return f"RRef(owner={self._owner.name!r}, id=0x{self._rref_id:x})"
+
+    # ---- values -------------------------------------------------------------------
+
+    def local_value(self) -> Any:
+        """The value itself, on its owner; elsewhere an RRefError."""
+        if not self.is_owner():
+            raise RRefError(f"local_value() of {self!r} called on worker "
+                            f"{self._agent.name!r}; only the owner {self._owner.name!r} has it")
+        return self._agent.owners.value(self._rref_id).wait()
+
+    def to_here(self, timeout: Optional[float] = None) -> Any:
+        """A copy of the value, fetched from the owner (`timeout` as for rpc_sync)."""
+        if self.is_owner():
+            return self._agent.owners.value(self._rref_id).wait(timeout or None)
+        return self._agent.call(self._owner, _fetch, (self._rref_id,), {}, timeout).wait()
+
+    # ---- proxies ------------------------------------------------------------------
+
+    def rpc_sync(self, timeout: Optional[float] = None) -> "_Proxy":
+        """``rref.rpc_sync().method(*args)`` runs the method on the owner and waits."""
+        return _Proxy(self, "rpc_sync", timeout)
+
+    def rpc_async(self, timeout: Optional[float] = None) -> "_Proxy":
+        """``rref.rpc_async().method(*args)`` runs the method on the owner; a Future."""
+        return _Proxy(self, "rpc_async", timeout)
+
+    def remote(self, timeout: Optional[float] = None) -> "_Proxy":
+        """``rref.remote().method(*args)`` runs the method on the owner; an RRef to the result."""
+        return _Proxy(self, "remote", timeout)
+
+    # ---- reference counting -------------------------------------------------------
+
+    def __reduce__(self):
+        fork_id = self._agent.fork(self._owner, self._rref_id)
+        return _rebuild, (self._owner.id, self._rref_id, fork_id)
+
+    def __del__(self) -> None:
+        agent = agent_or_none()
+        if agent is not None and agent is getattr(self, "_agent", None):
+            try:
+                agent.release(self._owner, self._rref_id, self._fork_id)
+            except Exception:  # noqa: BLE001 - never raise from a finalizer
+                pass
+
+
+class _Proxy:
+    """Method calls on an RRef's value, run on its owner."""
+
+    def __init__(self, rref: RRef, mode: str, timeout: Optional[float]):
+        self._rref, self._mode, self._timeout = rref, mode, timeout
+
+    def __getattr__(self, method: str):
+        def invoke(*args: Any, **kwargs: Any) -> Any:
+            from . import api
+
+            call = getattr(api, self._mode)
+            return call(self._rref.owner(), _invoke_method,
+                        args=(self._rref, method, args, kwargs), timeout=self._timeout)
+
+        return invoke
+
+
+def _invoke_method(rref: RRef, method: str, args: tuple, kwargs: dict) -> Any:
+    return getattr(rref.local_value(), method)(*args, **kwargs)
+
+
+def _fetch(rref_id: int) -> Future:
+    """Runs on the owner: the value, once created (an async_execution function)."""
+    return current_agent().owners.value(rref_id)
+
+
+_fetch._async_execution = True
+
+
+def _rebuild(owner_id: int, rref_id: int, fork_id: int) -> RRef:
+    return RRef(owner_id, rref_id, fork_id)
+
+

@@ -1,0 +1,45 @@
+"""Forming and leaving an RPC world through a store: registration, and barriers.
+
+Keys (under the store the agent is given): ``names/<name>`` → rank,
+``ranks/<rank>`` → name, ``addresses/<rank>`` → mailbox address, and
+``barriers/<tag>/...`` for the shutdown barriers.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from store.base import Store
+from store.errors import StoreTimeoutError
+
+from .directory import WorkerDirectory
+from .errors import RpcInitError
+
+
+def join_world(store: Store, name: str, rank: int, world_size: int, address: str,
+               timeout: float) -> WorkerDirectory:
+    """Register this worker and wait for the whole world; RpcInitError says what went wrong."""
+    taken_by = store.compare_set(f"names/{name}", "", str(rank)).decode()
+    if taken_by != str(rank):
+        raise RpcInitError(f"duplicate worker name {name!r}: rank {taken_by} already uses it")
+    owner = store.compare_set(f"ranks/{rank}", "", name).decode()
+    if owner != name:
+        raise RpcInitError(f"duplicate rank {rank}: worker {owner!r} already has it")
+    store.set(f"addresses/{rank}", address)
+    keys = [f"addresses/{r}" for r in range(world_size)]
+    try:
+        store.wait(keys, timeout)
+    except StoreTimeoutError:
+        missing = [r for r in range(world_size) if not store.check([f"addresses/{r}"])]
+        raise RpcInitError(
+            f"the RPC world did not assemble within {timeout:g}s: ranks {missing} of "
+            f"{world_size} never joined") from None
+    names = [n.decode() for n in store.multi_get([f"ranks/{r}" for r in range(world_size)])]
+    addresses = [a.decode() for a in store.multi_get(keys)]
+    return WorkerDirectory(names, addresses)
+
+
+def barrier(store: Store, tag: str, world_size: int, timeout: Optional[float]) -> None:
+    """Return once `world_size` workers have called `barrier` with the same tag."""
+    if store.add(f"barriers/{tag}/arrived", 1) == world_size:
+        store.set(f"barriers/{tag}/open", b"1")
+    store.wait([f"barriers/{tag}/open"], timeout if timeout else 10.0 ** 9)

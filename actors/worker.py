@@ -1,0 +1,67 @@
+"""``python -m actors.worker``: a worker process that serves RPCs until its world shuts down.
+
+Start one per terminal (or per machine) next to a driver script that calls
+``actors.init_rpc`` as another rank; the worker leaves when the whole world calls
+``actors.shutdown``. Flags default from MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import List, Optional
+
+from actors.runtime.log import get_logger
+
+log = get_logger("actors.worker")
+
+
+def _env_int(name: str) -> Optional[int]:
+    value = os.environ.get(name)
+    return int(value) if value not in (None, "") else None
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m actors.worker",
+        description="Serve RPCs as one worker of an actorgrad RPC world until the world "
+                    "shuts down. Every flag defaults from the environment variable named in "
+                    "its help; the store of the world is hosted by rank 0 at "
+                    "MASTER_ADDR:MASTER_PORT.")
+    parser.add_argument("--rank", type=int, default=_env_int("RANK"),
+                        help="this worker's rank (RANK)")
+    parser.add_argument("--world-size", type=int, default=_env_int("WORLD_SIZE"),
+                        help="number of workers in the world, driver included (WORLD_SIZE)")
+    parser.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"),
+                        help="host of rank 0's store (MASTER_ADDR, default 127.0.0.1)")
+    parser.add_argument("--master-port", type=int, default=_env_int("MASTER_PORT") or 29500,
+                        help="port of rank 0's store (MASTER_PORT, default 29500)")
+    parser.add_argument("--name", default=None, help="worker name (default: worker<rank>)")
+    parser.add_argument("--num-worker-threads", type=int, default=16,
+                        help="threads that run incoming calls (default 16)")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds to wait for the world to assemble (default 300)")
+    args = parser.parse_args(argv)
+    if args.rank is None or args.world_size is None:
+        parser.error("--rank and --world-size are required (or RANK and WORLD_SIZE)")
+    return args
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = parse_args(argv)
+    import actors
+
+    name = args.name or f"worker{args.rank}"
+    log.info("worker_starting", name=name, rank=args.rank, world_size=args.world_size,
+             master=f"{args.master_addr}:{args.master_port}")
+    actors.init_rpc(name, args.rank, args.world_size,
+                    init_method=f"tcp://{args.master_addr}:{args.master_port}",
+                    timeout=args.timeout, num_worker_threads=args.num_worker_threads)
+    log.info("worker_serving", name=name)
+    actors.shutdown(graceful=True)
+    log.info("worker_done", name=name)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""rpc_sync, rpc_async and remote functions in a world of three processes."""
+import threading
+
+import numpy as np
+import pytest
+import zmq
+
+import actors
+from actors.runtime import RemoteError, RequestTimeoutError, envelope
+from actors.runtime.protocol import Kind
+from tests.rpc import workers
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_a_worker_is_reached_by_name_rank_or_worker_info(world):
+    info = actors.get_worker_info("worker1")
+    assert info == actors.WorkerInfo("worker1", 1) and (info.name, info.id) == ("worker1", 1)
+    for to in ("worker1", 1, info):
+        assert actors.rpc_sync(to, workers.whoami) == "worker1"
+
+
+def test_rpc_async_returns_a_future_of_the_value(world):
+    future = actors.rpc_async("worker2", workers.add, args=(np.ones(3), np.ones(3)))
+    assert isinstance(future, actors.Future)
+    np.testing.assert_array_equal(future.wait(10), [2.0, 2.0, 2.0])
+    assert future.then(lambda f: f.value().sum()).wait(10) == 6.0
+
+
+def test_keyword_arguments_and_large_arrays_travel(world):
+    array = actors.rpc_sync("worker1", workers.make_array, kwargs={"n": 1_000_000})
+    np.testing.assert_array_equal(array, np.arange(1_000_000))
+
+
+def test_rpc_to_self_works(world):
+    assert actors.rpc_sync("worker0", workers.add, args=(2, 3)) == 5
+    assert actors.get_worker_info() == actors.WorkerInfo("worker0", 0)
+
+
+def test_a_remote_function_may_itself_make_rpcs(world):
+    assert actors.rpc_sync("worker1", workers.nested_add, args=("worker2", 1, 2)) == 30
+
+
+def test_a_remote_exception_is_raised_with_its_type_and_the_remote_traceback(world):
+    with pytest.raises(KeyError, match="no entry 'x'") as info:
+        actors.rpc_sync("worker1", workers.raise_key_error, args=("x",))
+    assert "raise_key_error" in info.value.remote_traceback
+
+
+def test_an_exception_that_cannot_be_rebuilt_arrives_as_remote_error(world):
+    with pytest.raises(RemoteError, match="UnpicklableAtCaller: boom") as info:
+        actors.rpc_sync("worker2", workers.raise_unpicklable, args=("boom",))
+    assert info.value.remote_type == "tests.rpc.workers.UnpicklableAtCaller"
+    assert "raise_unpicklable" in info.value.remote_traceback
+
+
+def test_a_call_past_its_timeout_fails_with_a_timeout_error(world):
+    with pytest.raises(RequestTimeoutError) as info:
+        actors.rpc_sync("worker1", workers.sleep_then, args=(2, "late"), timeout=0.2)
+    assert isinstance(info.value, TimeoutError)
+
+
+def test_timeout_zero_means_no_timeout(world):
+    assert actors.rpc_sync("worker1", workers.sleep_then, args=(0.3, "ok"), timeout=0) == "ok"
+
+
+@pytest.mark.parametrize("to", ["nobody", 7, -1])
+def test_an_unknown_worker_is_a_value_error_listing_the_known_ones(world, to):
+    with pytest.raises(ValueError, match=r"unknown worker .* 'worker0' \(rank 0\), 'worker1'"):
+        actors.rpc_sync(to, workers.add, args=(1, 2))
+
+
+def test_an_unpicklable_argument_fails_at_the_caller_before_anything_is_sent(world):
+    before = actors.rpc_sync("worker2", workers.call_count)
+    with pytest.raises(TypeError, match="cannot be sent.*refuses to be pickled"):
+        actors.rpc_async("worker2", workers.count_calls, args=(workers.Unpicklable(),))
+    assert actors.rpc_sync("worker2", workers.call_count) == before
+
+
+def test_an_unpicklable_result_reaches_the_caller_as_an_error(world):
+    with pytest.raises(TypeError, match="refuses to be pickled"):
+        actors.rpc_sync("worker1", workers.return_unpicklable)
+
+
+def test_garbage_on_a_workers_socket_does_not_disturb_calls_in_flight(world):
+    from actors.rpc.state import current_agent
+
+    address = current_agent().directory.address(actors.get_worker_info("worker1"))
+    in_flight = actors.rpc_async("worker1", workers.sleep_then, args=(0.5, "intact"))
+    zctx = zmq.Context()
+    sock = zctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 10_000)
+    sock.connect(address)
+    try:
+        sock.send_multipart([b"garbage"])
+        sock.send_multipart(envelope.encode(Kind.RPC_CALL, 5, "not a call"))
+        for _ in range(2):
+            sock.recv_multipart()  # each gets its error reply
+    finally:
+        sock.close(0)
+        zctx.term()
+    assert in_flight.wait(10) == "intact"
+    assert actors.rpc_sync("worker1", workers.add, args=(1, 1)) == 2
+
+
+def test_many_threads_can_call_at_once(world):
+    results, errors = [], []
+
+    def caller(i):
+        try:
+            results.append(actors.rpc_sync(1 + i % 2, workers.add, args=(i, i)))
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=caller, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and sorted(results) == [2 * i for i in range(16)]

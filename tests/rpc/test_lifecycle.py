@@ -1,0 +1,99 @@
+"""Joining, leaving and losing workers."""
+import time
+
+import pytest
+
+import actors
+from actors.rpc import RpcInitError, RpcNotInitializedError, WorkerLostError
+from tests.net import free_port
+from tests.rpc import workers
+from tests.rpc.conftest import ctx, rpc_world
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_dead_worker_fails_pending_calls_promptly_and_the_others_keep_working():
+    with rpc_world(3) as procs:
+        pending = actors.rpc_async("worker2", workers.hang, timeout=60)
+        assert actors.rpc_sync("worker2", workers.add, args=(1, 1)) == 2  # it is serving
+        procs[1].kill()
+        started = time.monotonic()
+        with pytest.raises(WorkerLostError, match="worker2") as info:
+            pending.wait(10)
+        assert time.monotonic() - started < 5
+        assert isinstance(info.value, ConnectionError)
+        started = time.monotonic()
+        with pytest.raises(WorkerLostError, match="worker2"):
+            actors.rpc_sync("worker2", workers.add, args=(1, 1))
+        assert time.monotonic() - started < 1
+        assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
+
+
+def test_graceful_shutdown_finishes_outstanding_work_first():
+    with rpc_world(2):
+        slow = actors.rpc_async("worker1", workers.sleep_then, args=(0.5, "finished"))
+    assert slow.done() and slow.wait(0) == "finished"
+
+
+def test_calls_after_shutdown_raise_a_clear_error_and_init_works_again():
+    with rpc_world(2):
+        assert actors.rpc_sync("worker1", workers.add, args=(1, 2)) == 3
+    with pytest.raises(RpcNotInitializedError, match="init_rpc"):
+        actors.rpc_sync("worker1", workers.add, args=(1, 2))
+    with pytest.raises(RpcNotInitializedError):
+        actors.get_worker_info()
+    with rpc_world(2):
+        assert actors.rpc_sync("worker1", workers.add, args=(2, 3)) == 5
+
+
+def test_init_twice_without_shutdown_is_an_error():
+    with rpc_world(2):
+        with pytest.raises(actors.RpcError, match="already initialized"):
+            actors.init_rpc("again", 0, 1)
+
+
+def _try_join(name, rank, world_size, port, results):
+    try:
+        actors.init_rpc(name, rank, world_size, init_method=f"tcp://127.0.0.1:{port}",
+                        timeout=5)
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        results.put(f"{type(exc).__name__}: {exc}")
+    else:
+        results.put("joined")
+        actors.shutdown(graceful=False)
+
+
+def test_a_duplicate_name_is_an_error_that_names_it():
+    port = free_port()
+    results = ctx.Queue()
+    other = ctx.Process(target=_try_join, args=("twin", 1, 3, port, results), daemon=True)
+    other.start()
+    try:
+        actors.init_rpc("twin", 0, 3, init_method=f"tcp://127.0.0.1:{port}", timeout=5)
+        actors.shutdown(graceful=False)
+        pytest.fail("the second 'twin' should have been refused")
+    except RpcInitError as exc:
+        refused_here = str(exc)
+    else:
+        refused_here = None
+    finally:
+        outcome = results.get(timeout=30)
+        other.join(30)
+    # Whichever registered first keeps the name; the other is told who has it.
+    messages = [m for m in (refused_here, outcome) if m and "duplicate" in m]
+    assert messages and "duplicate worker name 'twin'" in messages[0]
+
+
+def test_a_world_that_does_not_assemble_in_time_names_the_missing_ranks():
+    port = free_port()
+    started = time.monotonic()
+    with pytest.raises(RpcInitError, match=r"ranks \[1, 2\] of 3 never joined"):
+        actors.init_rpc("lonely", 0, 3, init_method=f"tcp://127.0.0.1:{port}", timeout=1)
+    assert time.monotonic() - started < 10
+    with rpc_world(2):  # nothing was left behind
+        assert actors.rpc_sync("worker1", workers.add, args=(1, 1)) == 2
+
+
+def test_a_bad_rank_is_a_clear_error():
+    with pytest.raises(ValueError, match="rank"):
+        actors.init_rpc("w", 5, 2, init_method=f"tcp://127.0.0.1:{free_port()}")

@@ -1,0 +1,76 @@
+"""RRefs: remote values, proxies, passing them on, and freeing them on the owner."""
+import gc
+import time
+
+import pytest
+
+import actors
+from actors.rpc import RRefError
+from tests.rpc import workers
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def wait_until(condition, timeout=10.0):
+    """Poll a remote condition until it holds or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_remote_returns_an_rref_whose_value_lives_on_the_owner(world):
+    rref = actors.remote("worker1", workers.Counter, args=(5,))
+    assert isinstance(rref, actors.RRef)
+    assert rref.owner() == actors.WorkerInfo("worker1", 1) and rref.owner_name() == "worker1"
+    assert not rref.is_owner()
+    assert rref.to_here(timeout=10).value == 5
+
+
+def test_local_value_works_on_the_owner_and_is_an_error_elsewhere(world):
+    rref = actors.remote("worker2", workers.Counter, args=(3,))
+    assert actors.rpc_sync("worker2", workers.local_value_of, args=(rref,)) == 3
+    with pytest.raises(RRefError, match="only the owner 'worker2'"):
+        rref.local_value()
+
+
+def test_an_rref_to_a_value_owned_here_is_local(world):
+    rref = actors.remote("worker0", workers.Counter, args=(9,))
+    rref.confirmed().wait(10)
+    assert rref.is_owner() and rref.local_value().value == 9 and rref.to_here().value == 9
+
+
+def test_proxies_run_methods_on_the_owner(world):
+    rref = actors.remote("worker1", workers.Counter)
+    assert rref.rpc_sync().increment(2) == 2
+    assert rref.rpc_async().increment(3).wait(10) == 5
+    result = rref.remote().increment(10)
+    assert isinstance(result, actors.RRef) and result.to_here() == 15
+    assert rref.to_here().value == 15
+
+
+def test_an_rref_passed_to_a_third_worker_can_fetch_the_value(world):
+    rref = actors.remote("worker1", workers.Counter, args=(42,))
+    assert actors.rpc_sync("worker2", workers.fetch_from_third, args=(rref,)) == 42
+
+
+def test_an_error_in_remote_creation_surfaces_on_to_here(world):
+    rref = actors.remote("worker1", workers.raise_key_error, args=("gone",))
+    with pytest.raises(KeyError, match="gone"):
+        rref.to_here(timeout=10)
+
+
+def test_the_owner_frees_values_once_every_holder_dropped_its_reference(world):
+    gc.collect()  # earlier tests' exceptions hold RRefs in reference cycles
+    assert wait_until(lambda: actors.rpc_sync("worker1", workers.owned_values) == 0)
+    rrefs = [actors.remote("worker1", workers.Counter, args=(i,)) for i in range(5)]
+    for rref in rrefs:
+        rref.confirmed().wait(10)
+        # forks to third workers, which drop them when the call returns
+        assert actors.rpc_sync("worker2", workers.fetch_from_third, args=(rref,)) >= 0
+    assert actors.rpc_sync("worker1", workers.owned_values) == 5
+    del rrefs, rref
+    gc.collect()
+    assert wait_until(lambda: actors.rpc_sync("worker1", workers.owned_values) == 0)
