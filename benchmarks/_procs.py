@@ -21,6 +21,15 @@ def server_process(target: Callable[..., Any], *args: Any, timeout: float = 60.0
         proc.join(10)
 
 
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def median_of(runs: int, measure: Callable[[], float]) -> float:
     return statistics.median(measure() for _ in range(runs))
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-from typing import Any, Callable, Optional, Set
+from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 from actors.runtime import Actor, Future, Kind, Message, PeerLostError
+from actors.runtime.channel import Channel
 from actors.runtime.futures import completed, failed
 from actors.runtime.log import get_logger
 from store.base import Store
@@ -42,6 +43,7 @@ class RpcAgent:
         self._lost: Set[str] = set()
         self._outstanding = 0
         self._leaving = False
+        self._channels: Dict[int, Channel] = {}
         self._idle = threading.Condition()
         self.actor = Actor(f"tcp://{host}:0", name=name, num_worker_threads=num_worker_threads)
         self.actor.register(Kind.RPC_CALL, self._serve_call)
@@ -80,6 +82,18 @@ class RpcAgent:
 
     # ---- calls --------------------------------------------------------------------
 
+    def _outgoing(self, to: Destination, fn: Callable, args: tuple, kwargs: dict
+                  ) -> Tuple[WorkerInfo, tuple, dict]:
+        """Resolve the destination and run the request hooks: (peer, payload, meta)."""
+        info = self.directory.resolve(to)
+        if info.name in self._lost:
+            raise WorkerLostError(info.name, "the worker was lost earlier")
+        envelope = RpcEnvelope((tuple(args), kwargs or {}), info)
+        for _, hook in hook_registry.hooks():
+            hook.request_sent(envelope)
+        call_args, call_kwargs = envelope.payload
+        return info, (fn, call_args, call_kwargs, self.rank, envelope.meta), envelope.meta
+
     def call(self, to: Destination, fn: Callable, args: tuple, kwargs: dict,
              timeout: Optional[float], *, remote: Optional[tuple] = None) -> Future:
         """Send `fn(*args, **kwargs)` to `to`; the future holds its value.
@@ -87,59 +101,100 @@ class RpcAgent:
         With `remote=(rref_id, fork_id)` the callee keeps the value as an RRef owner and
         the future completes once it exists.
         """
-        info = self.directory.resolve(to)
-        if info.name in self._lost:
-            return failed(WorkerLostError(info.name, "the worker was lost earlier"))
-        envelope = RpcEnvelope((tuple(args), dict(kwargs or {})), info)
-        for _, hook in hook_registry.hooks():
-            hook.request_sent(envelope)
-        call_args, call_kwargs = envelope.payload
-        payload = (fn, call_args, call_kwargs, self.rank, envelope.meta)
+        try:
+            info, payload, meta = self._outgoing(to, fn, args, kwargs)
+        except WorkerLostError as exc:
+            return failed(exc)
         kind = Kind.RPC_CALL
         if remote is not None:
             kind, payload = Kind.RPC_REMOTE, payload + remote
         seconds = self.timeout if timeout is None else timeout
-        try:
+        with self._sending(info):
             reply = self.actor.request(self.directory.address(info), kind, payload,
                                        seconds or None)
+        self._track(+1)
+        return reply.then(lambda done: self._receive(done, info, meta))
+
+    def call_sync(self, to: Destination, fn: Callable, args: tuple, kwargs: dict,
+                  timeout: Optional[float]) -> Any:
+        """`call(...).wait()`, sent and received on this thread's own connection.
+
+        A blocked caller gains nothing from handing its message to the I/O thread and
+        back, so the round trip skips both hand-offs.
+        """
+        info, payload, meta = self._outgoing(to, fn, args, kwargs)
+        seconds = self.timeout if timeout is None else timeout
+        channel = self._channel(info)
+        self._track(+1)
+        try:
+            with self._sending(info):
+                value, reply_meta = channel.call(Kind.RPC_CALL, payload, seconds or None)
+        except PeerLostError as exc:
+            self._mark_lost(info)
+            raise WorkerLostError(info.name, exc.reason) from None
+        finally:
+            self._track(-1)
+        return self._response(value, reply_meta, info, meta)
+
+    @contextlib.contextmanager
+    def _sending(self, info: WorkerInfo):
+        """Turn a failure to pickle the request into a TypeError that names the callee."""
+        try:
+            yield
+        except (RpcNotInitializedError, PeerLostError, TimeoutError):
+            raise
         except Exception as exc:
-            if isinstance(exc, RpcNotInitializedError):
-                raise
+            if getattr(exc, "remote_traceback", None) is not None:
+                raise  # raised by the callee, not while sending
             raise TypeError(f"the call to {info.name!r} cannot be sent: {exc}") from exc
-        self._track(reply)
-        return reply.then(lambda done: self._receive(done, info, envelope.meta))
+
+    def _channel(self, info: WorkerInfo) -> Channel:
+        channel = self._channels.get(info.id)
+        if channel is None:
+            with self._idle:
+                channel = self._channels.get(info.id)
+                if channel is None:
+                    channel = Channel(self.directory.address(info), connect_timeout=self.timeout)
+                    self._channels[info.id] = channel
+        return channel
 
     def _receive(self, done: Future, peer: WorkerInfo, request_meta: dict) -> Any:
+        self._track(-1)
         exc = done.exception()
         if isinstance(exc, PeerLostError):
             raise WorkerLostError(peer.name, exc.reason) from None
         if exc is not None:
             raise exc
         value, meta = done.value()
+        return self._response(value, meta, peer, request_meta)
+
+    @staticmethod
+    def _response(value: Any, meta: dict, peer: WorkerInfo, request_meta: dict) -> Any:
+        registered = hook_registry.hooks()
+        if not registered:
+            return value
         envelope = RpcEnvelope(value, peer, meta, request_meta)
-        for _, hook in hook_registry.hooks():
+        for _, hook in registered:
             hook.response_received(envelope)
         return envelope.payload
 
-    def _track(self, reply: Future) -> None:
+    def _track(self, delta: int) -> None:
         with self._idle:
-            self._outstanding += 1
-        reply.add_done_callback(self._untrack)
-
-    def _untrack(self, _: Future) -> None:
-        with self._idle:
-            self._outstanding -= 1
+            self._outstanding += delta
             if self._outstanding == 0:
                 self._idle.notify_all()
 
+    def _mark_lost(self, peer: WorkerInfo) -> None:
+        if peer.name not in self._lost:
+            self._lost.add(peer.name)
+            if not self._leaving:
+                log.warning("rpc_worker_lost", worker=self.name, lost=peer.name)
+
     def _on_peer_lost(self, address: str) -> None:
         try:
-            peer = self.directory.by_address(address)
+            self._mark_lost(self.directory.by_address(address))
         except (AttributeError, ValueError):
-            return
-        self._lost.add(peer.name)
-        if not self._leaving:
-            log.warning("rpc_worker_lost", worker=self.name, lost=peer.name)
+            pass
 
     # ---- serving ------------------------------------------------------------------
 
@@ -151,27 +206,35 @@ class RpcAgent:
         fn, args, kwargs, caller, meta = msg.payload[:5]
         peer = self.directory.resolve(caller)
         envelope = RpcEnvelope((args, kwargs), peer, meta)
-        with contextlib.ExitStack() as stack:
-            for _, hook in hook_registry.hooks():
-                stack.enter_context(hook.request_received(envelope))
-            args, kwargs = envelope.payload
+        registered = hook_registry.hooks()
+        if registered:
+            with contextlib.ExitStack() as stack:
+                for _, hook in registered:
+                    stack.enter_context(hook.request_received(envelope))
+                args, kwargs = envelope.payload
+                result = fn(*args, **kwargs)
+        else:
             result = fn(*args, **kwargs)
-        if getattr(fn, "_async_execution", False):
-            if not isinstance(result, Future):
-                raise TypeError(f"async_execution function {fn.__qualname__} must return an "
-                                f"actors.Future, got {type(result).__name__}")
-            return result
-        return completed(result)
+        if getattr(fn, "_async_execution", False) and not isinstance(result, Future):
+            raise TypeError(f"async_execution function {fn.__qualname__} must return an "
+                            f"actors.Future, got {type(result).__name__}")
+        return result
 
-    def _serve_call(self, msg: Message) -> Future:
+    def _serve_call(self, msg: Message) -> Any:
+        """The reply ``(value, meta)``: now, or as a Future for async_execution functions."""
         result = self._run(msg)
         peer, request_meta = self.directory.resolve(msg.payload[3]), msg.payload[4]
-        return result.then(lambda done: self._respond(done.value(), peer, request_meta))
+        if getattr(msg.payload[0], "_async_execution", False):
+            return result.then(lambda done: self._respond(done.value(), peer, request_meta))
+        return self._respond(result, peer, request_meta)
 
     @staticmethod
     def _respond(value: Any, peer: WorkerInfo, request_meta: dict) -> tuple:
+        registered = hook_registry.hooks()
+        if not registered:
+            return value, {}
         envelope = RpcEnvelope(value, peer, None, request_meta)
-        for _, hook in hook_registry.hooks():
+        for _, hook in registered:
             hook.response_sent(envelope)
         return envelope.payload, envelope.meta
 
@@ -184,6 +247,8 @@ class RpcAgent:
         def create() -> None:
             try:
                 result = self._run(msg)
+                if not getattr(msg.payload[0], "_async_execution", False):
+                    result = completed(result)
             except Exception as exc:  # noqa: BLE001 - delivered to the value and the creator
                 result = failed(exc)
             result.add_done_callback(settle)
@@ -237,4 +302,6 @@ class RpcAgent:
             if self.rank == 0:
                 self.store.wait(["barriers/shutdown/all-left"], timeout or 10.0 ** 9)
         self.actor.stop()
+        for channel in self._channels.values():
+            channel.close()
         log.info("rpc_worker_left", worker=self.name, graceful=graceful)

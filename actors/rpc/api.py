@@ -106,7 +106,7 @@ def rpc_async(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[
 def rpc_sync(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
              timeout: Timeout = None) -> Any:
     """Run `fn(*args, **kwargs)` on `to` and return its value (see rpc_async)."""
-    return rpc_async(to, fn, args, kwargs, timeout).wait()
+    return state.current_agent().call_sync(to, fn, args, kwargs or {}, _seconds(timeout))
 
 
 def remote(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,

@@ -70,9 +70,8 @@ class Kind(enum.IntEnum):
 
     RPC_CALL = 0x0200
     RPC_REMOTE = 0x0201
-    RREF_FETCH = 0x0202
-    RREF_FORK = 0x0203
-    RREF_DELETE = 0x0204
+    RREF_FORK = 0x0202
+    RREF_DELETE = 0x0203
     STORE_SET_EPHEMERAL = 0x0110  # a key deleted when the connection that set it closes
 
 
