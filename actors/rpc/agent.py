@@ -189,6 +189,8 @@ class RpcAgent:
             self._lost.add(peer.name)
             if not self._leaving:
                 log.warning("rpc_worker_lost", worker=self.name, lost=peer.name)
+                for _, hook in hook_registry.hooks():
+                    hook.worker_lost(peer)
 
     def _on_peer_lost(self, address: str) -> None:
         try:
@@ -206,6 +208,8 @@ class RpcAgent:
         fn, args, kwargs, caller, meta = msg.payload[:5]
         peer = self.directory.resolve(caller)
         envelope = RpcEnvelope((args, kwargs), peer, meta)
+        if meta:
+            hook_registry.load_hooks_for(meta)
         registered = hook_registry.hooks()
         if registered:
             with contextlib.ExitStack() as stack:

@@ -50,12 +50,20 @@ class RpcHook:
     def response_received(self, envelope: RpcEnvelope) -> None:
         """On the caller before the future completes with the payload."""
 
+    def worker_lost(self, worker: WorkerInfo) -> None:
+        """A worker of this world died or became unreachable."""
+
 
 _hooks: List[Tuple[str, RpcHook]] = []
 
 
 def register_hook(name: str, hook: RpcHook) -> None:
-    """Attach `hook` to every RPC from now on; `name` keys its meta. A name is taken once."""
+    """Attach `hook` to every RPC from now on; `name` keys its meta. A name is taken once.
+
+    Name a hook after the module that registers it when it is imported: a worker that
+    receives meta under a name it has no hook for imports that module (once), so the
+    callee side of a hook needs no set-up.
+    """
     if any(existing == name for existing, _ in _hooks):
         raise ValueError(f"an RPC hook named {name!r} is already registered")
     if not isinstance(hook, RpcHook):
@@ -69,3 +77,19 @@ def unregister_hook(name: str) -> None:
 
 def hooks() -> List[Tuple[str, RpcHook]]:
     return _hooks
+
+
+def load_hooks_for(meta: dict) -> None:
+    """Import the modules named by `meta` keys that no registered hook answers to."""
+    import importlib
+
+    registered = {name for name, _ in _hooks}
+    for name in meta:
+        if name not in registered and name not in _unloadable:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                _unloadable.add(name)
+
+
+_unloadable: set = set()

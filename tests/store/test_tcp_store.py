@@ -2,6 +2,7 @@
 and a client that speaks the wire protocol with JSON only."""
 import json
 import multiprocessing as mp
+import os
 import signal
 import struct
 import subprocess
@@ -144,7 +145,8 @@ def test_the_standalone_server_serves_clients_and_stops_on_sigterm(tmp_path):
     port = free_port()
     log = open(tmp_path / "server.log", "w+")
     server = subprocess.Popen([sys.executable, "-m", "store.server", "--host", "127.0.0.1",
-                               "--port", str(port)], stderr=log, stdout=log)
+                               "--port", str(port)], stderr=log, stdout=log,
+                              env={**os.environ, "ACTORGRAD_LOG_LEVEL": "info"})
     try:
         with TCPStore("127.0.0.1", port, timeout=20) as client:
             client.set("survives", b"trainers")

@@ -1,0 +1,56 @@
+"""Stateless layer functions and losses (``engine.nn.functional``, torch's ``F``)."""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.ops import linear, log_softmax, mean, nll_loss, relu, sigmoid, softmax, sum, tanh
+from engine.ops.core import as_array
+from engine.ops.loss import REDUCTIONS
+from engine.rng import generator
+from engine.tensor import Tensor, TensorLike
+
+__all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout",
+           "mse_loss", "nll_loss", "cross_entropy"]
+
+
+def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be in [0, 1], not {p}")
+    if not training or p == 0.0:
+        return x
+    keep = generator().random(x.shape) >= p
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    return x * (keep * np.asarray(scale, dtype=x.dtype))
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return mean(loss)
+    if reduction == "sum":
+        return sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
+
+
+def mse_loss(input: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """Squared error ``(input - target) ** 2``, averaged (or summed) over all elements."""
+    if np.shape(as_array(input)) != np.shape(as_array(target)):
+        raise ValueError(
+            f"mse_loss input {np.shape(as_array(input))} and target "
+            f"{np.shape(as_array(target))} must have the same shape"
+        )
+    diff = input - target if isinstance(input, Tensor) else Tensor(np.asarray(input)) - target
+    return _reduce(diff * diff, reduction)
+
+
+def cross_entropy(logits: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
+    """Cross entropy of integer class ``target`` (N,) given unnormalised ``logits`` (N, C).
+
+    One sample may be given as ``logits`` (C,) and a scalar target.
+    """
+    ndim = np.ndim(as_array(logits))
+    if ndim not in (1, 2):
+        raise ValueError(f"cross_entropy takes logits of shape (N, C) or (C,), not {ndim}-D")
+    return nll_loss(log_softmax(logits, axis=-1), target, reduction)

@@ -1,0 +1,102 @@
+"""Layers: Linear, Sequential, ReLU, Tanh, Sigmoid, Dropout."""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator, Union
+
+import numpy as np
+
+from engine.nn import functional as F
+from engine.nn.module import Module
+from engine.nn.parameter import Parameter
+from engine.rng import generator
+from engine.tensor import Tensor
+
+
+class Linear(Module):
+    """``y = x @ weight.T + bias``; weight is (out_features, in_features), as in torch.
+
+    Weight and bias start uniform in ``±1/sqrt(in_features)`` (torch's default).
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 dtype: Any = np.float32) -> None:
+        super().__init__()
+        self.in_features = in_features
+        self.out_features = out_features
+        bound = 1.0 / math.sqrt(in_features) if in_features else 0.0
+        rng = generator()
+        self.weight = Parameter(
+            rng.uniform(-bound, bound, (out_features, in_features)).astype(dtype))
+        self.bias = (Parameter(rng.uniform(-bound, bound, out_features).astype(dtype))
+                     if bias else None)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Sequential(Module):
+    """Run the given modules in order, each on the previous one's output."""
+
+    def __init__(self, *modules: Module) -> None:
+        super().__init__()
+        for index, module in enumerate(modules):
+            self.add_module(str(index), module)
+
+    def forward(self, x: Any) -> Any:
+        for module in self._modules.values():
+            x = module(x)
+        return x
+
+    def __getitem__(self, index: Union[int, slice]) -> Any:
+        items = list(self._modules.values())
+        if isinstance(index, slice):
+            return Sequential(*items[index])
+        return items[index]
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class ReLU(Module):
+    """Elementwise ``max(x, 0)``."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.relu(x)
+
+
+class Tanh(Module):
+    """Elementwise hyperbolic tangent."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.tanh(x)
+
+
+class Sigmoid(Module):
+    """Elementwise logistic function."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.sigmoid(x)
+
+
+class Dropout(Module):
+    """Zero elements with probability ``p`` while training; identity in eval mode."""
+
+    def __init__(self, p: float = 0.5) -> None:
+        super().__init__()
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1], not {p}")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(x, self.p, self.training)
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"

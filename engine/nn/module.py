@@ -1,0 +1,170 @@
+"""``Module``: the base of layers and models, registering parameters and sub-modules.
+
+Assigning a ``Parameter`` or a ``Module`` to an attribute registers it, in order, as
+in torch (and keeps it as a plain attribute too, for fast access; always assign or
+``del`` through the attribute so both stay in step).  ``state_dict()`` returns
+*copies* of the parameter arrays (so a saved state does not change as training goes
+on); ``load_state_dict`` copies values into the existing arrays in place, so
+optimizers holding the parameters keep working.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
+
+import numpy as np
+
+from engine.nn.parameter import Parameter
+from engine.tensor import Tensor
+
+
+class IncompatibleKeys(NamedTuple):
+    missing_keys: List[str]
+    unexpected_keys: List[str]
+
+
+class Module:
+    """Base class for layers and models: override ``forward``; call the module to run it."""
+
+    training: bool
+
+    def __init__(self) -> None:
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not define forward")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+    # -- registration ---------------------------------------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"call Module.__init__() before assigning {name!r}")
+        params, modules = self._parameters, self._modules
+        params.pop(name, None)
+        modules.pop(name, None)
+        if isinstance(value, Parameter):
+            params[name] = value
+        elif isinstance(value, Module):
+            modules[name] = value
+        # Also a plain attribute, so ``self.weight`` is a normal (fast) lookup.
+        object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        self._parameters.pop(name, None)
+        self._modules.pop(name, None)
+        object.__delattr__(self, name)
+
+    def register_parameter(self, name: str, param: Optional[Parameter]) -> None:
+        """Register ``param`` under ``name`` (None removes it)."""
+        if param is None:
+            if name in self._parameters:
+                delattr(self, name)
+        else:
+            setattr(self, name, param)
+
+    def add_module(self, name: str, module: "Module") -> None:
+        """Register ``module`` as a child under ``name``."""
+        setattr(self, name, module)
+
+    # -- traversal ------------------------------------------------------------------
+    def named_children(self) -> Iterator[Tuple[str, "Module"]]:
+        yield from self._modules.items()
+
+    def children(self) -> Iterator["Module"]:
+        for _, module in self.named_children():
+            yield module
+
+    def named_modules(self, prefix: str = "") -> Iterator[Tuple[str, "Module"]]:
+        """This module and every descendant, each once, depth first."""
+        seen: Set[int] = set()
+        stack = [(prefix, self)]
+        while stack:
+            name, module = stack.pop()
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            yield name, module
+            children = [(f"{name}.{n}" if name else n, m) for n, m in module._modules.items()]
+            stack.extend(reversed(children))
+
+    def modules(self) -> Iterator["Module"]:
+        for _, module in self.named_modules():
+            yield module
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True
+                         ) -> Iterator[Tuple[str, Parameter]]:
+        """(dotted name, parameter) pairs in registration order, each parameter once."""
+        seen: Set[int] = set()
+        modules = self.named_modules(prefix) if recurse else iter([(prefix, self)])
+        for module_name, module in modules:
+            for name, param in module._parameters.items():
+                if id(param) not in seen:
+                    seen.add(id(param))
+                    yield (f"{module_name}.{name}" if module_name else name), param
+
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        for _, param in self.named_parameters(recurse=recurse):
+            yield param
+
+    # -- modes and gradients --------------------------------------------------------
+    def train(self, mode: bool = True) -> "Module":
+        """Set training mode (affects Dropout) on this module and its descendants."""
+        for module in self.modules():
+            object.__setattr__(module, "training", bool(mode))
+        return self
+
+    def eval(self) -> "Module":
+        return self.train(False)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's gradient (``grad = None``, or zero it in place)."""
+        for param in self.parameters():
+            if set_to_none:
+                param.grad = None
+            elif param.grad is not None:
+                param.grad.fill(0)
+
+    # -- state ----------------------------------------------------------------------
+    def state_dict(self) -> "OrderedDict[str, np.ndarray]":
+        """Copies of every parameter array, by dotted name."""
+        return OrderedDict((name, param.data.copy()) for name, param in self.named_parameters())
+
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True
+                        ) -> IncompatibleKeys:
+        """Copy ``state_dict``'s arrays into the parameters, in place.
+
+        With ``strict``, missing or unexpected keys raise ``KeyError``; a shape
+        mismatch always raises ``ValueError``.
+        """
+        params: Dict[str, Parameter] = dict(self.named_parameters())
+        missing = [name for name in params if name not in state_dict]
+        unexpected = [name for name in state_dict if name not in params]
+        if strict and (missing or unexpected):
+            raise KeyError(f"state_dict mismatch: missing {missing}, unexpected {unexpected}")
+        for name, param in params.items():
+            if name not in state_dict:
+                continue
+            value = state_dict[name]
+            value = np.asarray(value.data if isinstance(value, Tensor) else value)
+            if value.shape != param.shape:
+                raise ValueError(
+                    f"{name}: state_dict holds shape {value.shape}, parameter has {param.shape}"
+                )
+            np.copyto(param.data, value, casting="same_kind")
+        return IncompatibleKeys(missing, unexpected)
+
+    # -- display --------------------------------------------------------------------
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        lines = [f"({name}): " + repr(module).replace("\n", "\n  ")
+                 for name, module in self._modules.items()]
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"

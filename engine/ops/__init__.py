@@ -1,0 +1,20 @@
+"""Differentiable ops, each a small ``Op`` unit; importing this package binds the
+operators and methods onto ``Tensor``.  ``Op.registry`` lists every op by name."""
+from engine.ops import methods as _methods  # noqa: F401  (binds Tensor operators)
+from engine.ops.arithmetic import add, div, mul, neg, pow, sub
+from engine.broadcasting import unbroadcast
+from engine.ops.core import Op, OpNode
+from engine.ops.indexing import getitem, where
+from engine.ops.linalg import linear, matmul
+from engine.ops.loss import nll_loss
+from engine.ops.pointwise import abs, clip, exp, log, relu, sigmoid, sqrt, tanh
+from engine.ops.reduction import log_softmax, max, mean, min, softmax, sum
+from engine.ops.shape import concatenate, reshape, stack, transpose
+
+__all__ = [
+    "Op", "OpNode", "unbroadcast",
+    "add", "sub", "mul", "div", "neg", "pow", "matmul", "linear",
+    "exp", "log", "sqrt", "abs", "relu", "tanh", "sigmoid", "clip",
+    "sum", "mean", "max", "min", "softmax", "log_softmax",
+    "reshape", "transpose", "concatenate", "stack", "getitem", "where", "nll_loss",
+]

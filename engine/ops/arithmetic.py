@@ -1,0 +1,117 @@
+"""Broadcasting arithmetic: add, sub, mul, div, neg, pow."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from engine.broadcasting import unbroadcast
+from engine.ops.core import Op, binary, unary
+from engine.tensor import Tensor, TensorLike
+
+
+class Add(Op):
+    @staticmethod
+    def forward(a, b):
+        return a + b, (a, b)
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        a, b = saved
+        return (unbroadcast(grad, a.shape) if needs[0] else None,
+                unbroadcast(grad, b.shape) if needs[1] else None)
+
+
+class Sub(Op):
+    @staticmethod
+    def forward(a, b):
+        return a - b, (a, b)
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        a, b = saved
+        return (unbroadcast(grad, a.shape) if needs[0] else None,
+                unbroadcast(-grad, b.shape) if needs[1] else None)
+
+
+class Mul(Op):
+    @staticmethod
+    def forward(a, b):
+        return a * b, (a, b)
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        a, b = saved
+        return (unbroadcast(grad * b, a.shape) if needs[0] else None,
+                unbroadcast(grad * a, b.shape) if needs[1] else None)
+
+
+class Div(Op):
+    @staticmethod
+    def forward(a, b):
+        return a / b, (a, b)
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        a, b = saved
+        grad_a = grad / b
+        return (unbroadcast(grad_a, a.shape) if needs[0] else None,
+                unbroadcast(-grad_a * a / b, b.shape) if needs[1] else None)
+
+
+class Neg(Op):
+    @staticmethod
+    def forward(x):
+        return -x, None
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        return (-grad,)
+
+
+class Pow(Op):
+    @staticmethod
+    def forward(a, b):
+        out = a ** b
+        return out, (a, b, out)
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        a, b, out = saved
+        grad_a = grad_b = None
+        if needs[0]:
+            grad_a = unbroadcast(grad * b * a ** (b - 1), a.shape)
+        if needs[1]:  # a Python-scalar base stays weakly typed (float32 stays float32)
+            log_a = np.log(a) if isinstance(a, np.ndarray) else math.log(a)
+            grad_b = unbroadcast(grad * out * log_a, b.shape)
+        return grad_a, grad_b
+
+
+def add(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a + b`` with numpy broadcasting."""
+    return binary(Add, a, b)
+
+
+def sub(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a - b`` with numpy broadcasting."""
+    return binary(Sub, a, b)
+
+
+def mul(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a * b`` elementwise, with numpy broadcasting."""
+    return binary(Mul, a, b)
+
+
+def div(a: TensorLike, b: TensorLike) -> Tensor:
+    """``a / b`` elementwise, with numpy broadcasting."""
+    return binary(Div, a, b)
+
+
+def neg(x: TensorLike) -> Tensor:
+    """``-x``."""
+    return unary(Neg, x)
+
+
+def pow(a: TensorLike, b: TensorLike) -> Tensor:  # noqa: A001 - torch's name
+    """``a ** b`` elementwise; the gradient for ``b`` needs ``a > 0``."""
+    return binary(Pow, a, b)

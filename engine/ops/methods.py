@@ -1,0 +1,131 @@
+"""Bind the ops to ``Tensor`` as operators and methods (``a + b``, ``t.sum()``, ``t.T``).
+
+Every binding calls the same module-level op function a user can call directly;
+reflected operators (``2 * t``, ``1 - t``) swap the arguments.  Comparisons are
+elementwise and not differentiable: they return a tensor of bools.
+
+In-place forms (``t += x``, ``t[i] = x``) write into ``t.data`` and are allowed only
+where no graph would have to be recorded (grad mode off, or ``t`` not requiring
+grad); otherwise they raise, since there are no version counters to keep saved
+arrays honest.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from engine.ops import arithmetic, indexing, linalg, pointwise, reduction, shape
+from engine.ops.core import as_array
+from engine.tensor import Tensor
+
+
+def _reflected(fn: Callable[[Any, Any], Tensor], name: str) -> Callable[[Any, Any], Tensor]:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return fn(other, self)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``other {name}`` self: {fn.__name__} with the arguments swapped."
+    return method
+
+
+def _comparison(compare: Callable[[Any, Any], Any], name: str) -> Callable[[Any, Any], Tensor]:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return Tensor(np.asarray(compare(self.data, as_array(other))))
+
+    method.__name__ = method.__qualname__ = name
+    return method
+
+
+def _in_place(ufunc: np.ufunc, name: str) -> Callable[[Any, Any], Tensor]:
+    def method(self: Tensor, other: Any) -> Tensor:
+        self._check_in_place()
+        ufunc(self.data, as_array(other), out=self.data, casting="same_kind")
+        return self
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"In-place ``{name}`` on the data (not recorded in any graph)."
+    return method
+
+
+def _setitem(self: Tensor, index: Any, value: Any) -> None:
+    """``t[index] = value`` on the data (not recorded in any graph)."""
+    self._check_in_place()
+    self.data[index] = as_array(value)
+
+
+def _iterate(self: Tensor) -> Iterator[Tensor]:
+    """Iterate over the first axis (each item is ``self[i]``, recorded like any getitem)."""
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (indexing.getitem(self, i) for i in range(len(self)))
+
+
+def _flatten_shape(args: tuple) -> Any:
+    """``t.reshape(2, 3)`` and ``t.reshape((2, 3))`` both mean shape (2, 3)."""
+    return args[0] if len(args) == 1 and not isinstance(args[0], int) else args
+
+
+def _reshape(self: Tensor, *dims: Any) -> Tensor:
+    """Same data in a new shape: ``t.reshape(2, 3)`` or ``t.reshape((2, 3))``."""
+    return shape.reshape(self, _flatten_shape(dims))
+
+
+def _transpose(self: Tensor, *axes: Any) -> Tensor:
+    """Permute axes as ``ndarray.transpose`` (reverse them when none are given)."""
+    return shape.transpose(self, _flatten_shape(axes) if axes else None)
+
+OPERATORS = {
+    "__add__": arithmetic.add,
+    "__radd__": _reflected(arithmetic.add, "__radd__"),
+    "__sub__": arithmetic.sub,
+    "__rsub__": _reflected(arithmetic.sub, "__rsub__"),
+    "__mul__": arithmetic.mul,
+    "__rmul__": _reflected(arithmetic.mul, "__rmul__"),
+    "__truediv__": arithmetic.div,
+    "__rtruediv__": _reflected(arithmetic.div, "__rtruediv__"),
+    "__pow__": arithmetic.pow,
+    "__rpow__": _reflected(arithmetic.pow, "__rpow__"),
+    "__matmul__": linalg.matmul,
+    "__rmatmul__": _reflected(linalg.matmul, "__rmatmul__"),
+    "__neg__": arithmetic.neg,
+    "__abs__": pointwise.abs,
+    "__getitem__": indexing.getitem,
+    "__lt__": _comparison(operator.lt, "__lt__"),
+    "__le__": _comparison(operator.le, "__le__"),
+    "__gt__": _comparison(operator.gt, "__gt__"),
+    "__ge__": _comparison(operator.ge, "__ge__"),
+    "__eq__": _comparison(operator.eq, "__eq__"),
+    "__ne__": _comparison(operator.ne, "__ne__"),
+    "__iadd__": _in_place(np.add, "__iadd__"),
+    "__isub__": _in_place(np.subtract, "__isub__"),
+    "__imul__": _in_place(np.multiply, "__imul__"),
+    "__itruediv__": _in_place(np.true_divide, "__itruediv__"),
+    "__setitem__": _setitem,
+    "__iter__": _iterate,
+}
+
+METHODS = {
+    "add": arithmetic.add, "sub": arithmetic.sub, "mul": arithmetic.mul,
+    "div": arithmetic.div, "pow": arithmetic.pow, "neg": arithmetic.neg,
+    "matmul": linalg.matmul,
+    "exp": pointwise.exp, "log": pointwise.log, "sqrt": pointwise.sqrt,
+    "abs": pointwise.abs, "relu": pointwise.relu, "tanh": pointwise.tanh,
+    "sigmoid": pointwise.sigmoid, "clip": pointwise.clip,
+    "sum": reduction.sum, "mean": reduction.mean, "max": reduction.max,
+    "min": reduction.min, "softmax": reduction.softmax,
+    "log_softmax": reduction.log_softmax,
+    "reshape": _reshape, "transpose": _transpose,
+}
+
+
+def bind() -> None:
+    """Attach OPERATORS and METHODS to Tensor (idempotent)."""
+    for name, fn in {**OPERATORS, **METHODS}.items():
+        setattr(Tensor, name, fn)
+    Tensor.T = property(shape.transpose, doc="All axes reversed, as ``ndarray.T``.")
+    Tensor.__hash__ = object.__hash__  # elementwise __eq__ must not drop identity hashing
+
+
+bind()

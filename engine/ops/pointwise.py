@@ -1,0 +1,146 @@
+"""One-input elementwise functions: exp, log, sqrt, abs, relu, tanh, sigmoid, clip."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from engine.ops.core import Op, as_array, unary
+from engine.tensor import Tensor, TensorLike
+
+
+class Exp(Op):
+    @staticmethod
+    def forward(x):
+        out = np.exp(x)
+        return out, out
+
+    @staticmethod
+    def backward(out, grad, needs):
+        return (grad * out,)
+
+
+class Log(Op):
+    @staticmethod
+    def forward(x):
+        return np.log(x), x
+
+    @staticmethod
+    def backward(x, grad, needs):
+        return (grad / x,)
+
+
+class Sqrt(Op):
+    @staticmethod
+    def forward(x):
+        out = np.sqrt(x)
+        return out, out
+
+    @staticmethod
+    def backward(out, grad, needs):
+        return (grad / (out + out),)
+
+
+class Abs(Op):
+    @staticmethod
+    def forward(x):
+        return np.abs(x), x
+
+    @staticmethod
+    def backward(x, grad, needs):
+        return (grad * np.sign(x),)
+
+
+class Relu(Op):
+    @staticmethod
+    def forward(x):
+        out = np.maximum(x, 0)
+        return out, out
+
+    @staticmethod
+    def backward(out, grad, needs):
+        return (grad * (out > 0),)
+
+
+class Tanh(Op):
+    @staticmethod
+    def forward(x):
+        out = np.tanh(x)
+        return out, out
+
+    @staticmethod
+    def backward(out, grad, needs):
+        return (grad * (1 - out * out),)
+
+
+class Sigmoid(Op):
+    @staticmethod
+    def forward(x):
+        out = np.tanh(x * 0.5)  # 1 / (1 + exp(-x)) without overflow warnings
+        out += 1
+        out *= 0.5
+        return out, out
+
+    @staticmethod
+    def backward(out, grad, needs):
+        return (grad * out * (1 - out),)
+
+
+class Clip(Op):
+    @staticmethod
+    def forward(x, low, high):
+        return np.clip(x, low, high), (x, low, high)
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        x, low, high = saved
+        if low is None:
+            inside = x <= high
+        elif high is None:
+            inside = x >= low
+        else:
+            inside = (x >= low) & (x <= high)
+        return (grad * inside,)
+
+
+def exp(x: TensorLike) -> Tensor:
+    """``e ** x`` elementwise."""
+    return unary(Exp, x)
+
+
+def log(x: TensorLike) -> Tensor:
+    """Natural logarithm, elementwise."""
+    return unary(Log, x)
+
+
+def sqrt(x: TensorLike) -> Tensor:
+    """Square root, elementwise."""
+    return unary(Sqrt, x)
+
+
+def abs(x: TensorLike) -> Tensor:  # noqa: A001 - torch's name
+    """Absolute value; its gradient at 0 is 0 (``sign``), as in torch."""
+    return unary(Abs, x)
+
+
+def relu(x: TensorLike) -> Tensor:
+    """``max(x, 0)``; gradient 0 at 0, as in torch."""
+    return unary(Relu, x)
+
+
+def tanh(x: TensorLike) -> Tensor:
+    """Hyperbolic tangent, elementwise."""
+    return unary(Tanh, x)
+
+
+def sigmoid(x: TensorLike) -> Tensor:
+    """Logistic function ``1 / (1 + e ** -x)``, elementwise."""
+    return unary(Sigmoid, x)
+
+
+def clip(x: TensorLike, min: Optional[TensorLike] = None,  # noqa: A002 - torch/numpy names
+         max: Optional[TensorLike] = None) -> Tensor:  # noqa: A002
+    """Limit values to ``[min, max]``; the gradient passes where ``min <= x <= max``."""
+    if min is None and max is None:
+        raise ValueError("clip needs at least one of min and max")
+    return unary(Clip, x, as_array(min), as_array(max))

@@ -1,0 +1,75 @@
+"""Shape changes: reshape, transpose, concatenate, stack."""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+import numpy as np
+
+from engine.ops.core import Op, nary, unary
+from engine.tensor import Tensor, TensorLike
+
+
+class Reshape(Op):
+    @staticmethod
+    def forward(x, shape):
+        return x.reshape(shape), x.shape
+
+    @staticmethod
+    def backward(shape, grad, needs):
+        return (grad.reshape(shape),)
+
+
+class Transpose(Op):
+    @staticmethod
+    def forward(x, axes):
+        return x.transpose(axes), axes
+
+    @staticmethod
+    def backward(axes, grad, needs):
+        return (grad.transpose() if axes is None else grad.transpose(np.argsort(axes)),)
+
+
+class Concatenate(Op):
+    @staticmethod
+    def forward(arrays, axis):
+        bounds = np.cumsum([a.shape[axis] for a in arrays[:-1]])
+        return np.concatenate(arrays, axis=axis), (bounds, axis)
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        bounds, axis = saved
+        return tuple(np.split(grad, bounds, axis=axis))
+
+
+class Stack(Op):
+    @staticmethod
+    def forward(arrays, axis):
+        return np.stack(arrays, axis=axis), axis
+
+    @staticmethod
+    def backward(axis, grad, needs):
+        return tuple(np.moveaxis(grad, axis, 0))
+
+
+def reshape(x: TensorLike, shape: Tuple[int, ...]) -> Tensor:
+    """Same data in a new shape (one axis may be -1), as ``ndarray.reshape``."""
+    return unary(Reshape, x, tuple(shape) if not isinstance(shape, int) else (shape,))
+
+
+def transpose(x: TensorLike, axes: Optional[Sequence[int]] = None) -> Tensor:
+    """Permute axes as ``numpy.transpose`` (reverse them by default)."""
+    return unary(Transpose, x, None if axes is None else tuple(axes))
+
+
+def concatenate(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis."""
+    if not tensors:
+        raise ValueError("concatenate needs at least one tensor")
+    return nary(Concatenate, list(tensors), axis)
+
+
+def stack(tensors: Sequence[TensorLike], axis: int = 0) -> Tensor:
+    """Join same-shaped tensors along a new axis."""
+    if not tensors:
+        raise ValueError("stack needs at least one tensor")
+    return nary(Stack, list(tensors), axis)

@@ -1,0 +1,20 @@
+"""Optimizers: SGD, Adam, AdamW on a shared ``Optimizer`` base.
+
+``DistributedOptimizer`` (in ``engine.optim.distributed``, which imports the RPC
+layer) is loaded only when asked for, so ``import engine`` stays free of ``actors``.
+"""
+from typing import Any
+
+from engine.optim.adam import Adam, AdamW
+from engine.optim.optimizer import Optimizer, read_gradient
+from engine.optim.sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "read_gradient", "DistributedOptimizer"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DistributedOptimizer":
+        from engine.optim.distributed import DistributedOptimizer
+
+        return DistributedOptimizer
+    raise AttributeError(f"module 'engine.optim' has no attribute {name!r}")

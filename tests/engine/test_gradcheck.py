@@ -1,0 +1,46 @@
+"""gradcheck itself: it passes correct gradients and names the culprit otherwise."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine
+from engine.errors import GradcheckError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class WrongSquare(engine.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        ctx.save_for_backward(x)
+        return x ** 2 + y
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return 2 * x * grad, 1.5 * grad  # y's gradient should be grad
+
+
+def test_gradcheck_returns_true_for_correct_gradients(rng):
+    x = engine.tensor(rng.standard_normal((2, 3)), requires_grad=True)
+    assert engine.gradcheck(lambda t: (t * t).sum(axis=0), x) is True
+
+
+def test_gradcheck_names_the_input_and_the_max_difference(rng):
+    x = engine.tensor(rng.standard_normal(3), requires_grad=True)
+    y = engine.tensor(rng.standard_normal(3), requires_grad=True)
+    with pytest.raises(GradcheckError, match=r"input 1 .*max difference 0\.5"):
+        engine.gradcheck(WrongSquare.apply, (x, y))
+
+
+def test_gradcheck_refuses_float32_inputs():
+    with pytest.raises(ValueError, match="float64"):
+        engine.gradcheck(engine.exp, engine.ones(2, requires_grad=True))
+
+
+def test_gradcheck_leaves_grad_untouched(rng):
+    x = engine.tensor(rng.standard_normal(3), requires_grad=True)
+    engine.gradcheck(engine.tanh, x)
+    assert x.grad is None
+    assert np.isfinite(x.data).all()

@@ -1,0 +1,145 @@
+"""engine.nn: Module bookkeeping, layers and losses."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import engine
+from engine import nn
+from engine.nn import functional as F
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class TwoLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Dropout(0.5))
+        self.head = nn.Linear(4, 2, bias=False)
+        self.scale = nn.Parameter(np.ones(1, dtype=np.float32))
+
+    def forward(self, x):
+        return self.head(self.body(x)) * self.scale
+
+
+def test_named_parameters_follow_registration_order_with_dotted_names():
+    names = [name for name, _ in TwoLayer().named_parameters()]
+    assert names == ["scale", "body.0.weight", "body.0.bias", "head.weight"]  # torch's order
+    assert len(list(TwoLayer().parameters())) == 4
+
+
+def test_a_shared_parameter_is_listed_once():
+    layer = nn.Linear(2, 2)
+    model = nn.Sequential(layer, layer)
+    assert len(list(model.parameters())) == 2
+
+
+def test_linear_matches_x_times_weight_transposed_plus_bias_and_torch_init_bounds():
+    engine.manual_seed(0)
+    layer = nn.Linear(16, 3)
+    assert layer.weight.shape == (3, 16) and layer.bias.shape == (3,)
+    assert np.abs(layer.weight.data).max() <= 0.25 and layer.weight.dtype == np.float32
+    x = engine.randn(5, 16)
+    np.testing.assert_allclose(layer(x).data, x.data @ layer.weight.data.T + layer.bias.data,
+                               rtol=1e-5)
+
+
+def test_state_dict_holds_copies_and_load_state_dict_restores_in_place():
+    model = TwoLayer()
+    saved = model.state_dict()
+    weight = model.head.weight
+    before = weight.data.copy()
+    with engine.no_grad():
+        weight.data += 1
+    assert not np.allclose(saved["head.weight"], weight.data)
+    result = model.load_state_dict(saved)
+    assert model.head.weight is weight
+    np.testing.assert_array_equal(weight.data, before)
+    assert result.missing_keys == [] and result.unexpected_keys == []
+
+
+def test_load_state_dict_reports_mismatched_keys_and_shapes():
+    model = TwoLayer()
+    state = model.state_dict()
+    del state["scale"]
+    with pytest.raises(KeyError, match="scale"):
+        model.load_state_dict(state)
+    assert model.load_state_dict(state, strict=False).missing_keys == ["scale"]
+    state["scale"] = np.ones(3)
+    with pytest.raises(ValueError, match="scale"):
+        model.load_state_dict(state)
+
+
+def test_eval_turns_dropout_off_and_train_turns_it_back_on():
+    engine.manual_seed(0)
+    drop = nn.Dropout(0.5)
+    x = engine.ones(10_000)
+    out = drop(x).data
+    assert 0.45 < (out == 0).mean() < 0.55
+    assert set(np.unique(out)) == {0.0, 2.0}
+    model = nn.Sequential(drop)
+    model.eval()
+    assert not drop.training and drop(x) is x
+    model.train()
+    assert drop.training
+
+
+def test_activation_modules_apply_their_functions():
+    x = engine.tensor([-1.0, 0.5])
+    np.testing.assert_allclose(nn.ReLU()(x).data, [0.0, 0.5])
+    np.testing.assert_allclose(nn.Tanh()(x).data, np.tanh([-1.0, 0.5]), rtol=1e-6)
+    np.testing.assert_allclose(nn.Sigmoid()(x).data, 1 / (1 + np.exp([1.0, -0.5])), rtol=1e-6)
+
+
+def test_sequential_indexes_and_iterates():
+    model = nn.Sequential(nn.Linear(2, 3), nn.ReLU(), nn.Linear(3, 1))
+    assert len(model) == 3 and isinstance(model[1], nn.ReLU)
+    assert isinstance(model[:2], nn.Sequential) and len(model[:2]) == 2
+    assert [type(m).__name__ for m in model] == ["Linear", "ReLU", "Linear"]
+    assert "(0): Linear(in_features=2, out_features=3, bias=True)" in repr(model)
+
+
+def test_module_zero_grad_clears_gradients():
+    model = nn.Linear(2, 1)
+    model(engine.ones(1, 2)).sum().backward()
+    assert model.weight.grad is not None
+    model.zero_grad()
+    assert model.weight.grad is None and model.bias.grad is None
+
+
+def test_cross_entropy_matches_the_log_softmax_formula():
+    logits = np.array([[1.0, 2.0, 0.5], [0.1, -1.0, 3.0]])
+    target = np.array([1, 2])
+    log_p = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
+    expected = -log_p[[0, 1], target].mean()
+    np.testing.assert_allclose(F.cross_entropy(engine.tensor(logits), target).item(), expected)
+    np.testing.assert_allclose(
+        F.cross_entropy(engine.tensor(logits), target, reduction="sum").item(), 2 * expected)
+
+
+def test_nll_loss_and_mse_loss_values():
+    log_p = engine.tensor(np.log([[0.2, 0.8], [0.6, 0.4]]))
+    np.testing.assert_allclose(F.nll_loss(log_p, [1, 0]).item(), -np.log([0.8, 0.6]).mean())
+    a, b = engine.tensor([1.0, 2.0, 3.0]), engine.tensor([1.0, 0.0, 0.0])
+    np.testing.assert_allclose(F.mse_loss(a, b).item(), (0 + 4 + 9) / 3)
+    np.testing.assert_allclose(F.mse_loss(a, b, reduction="none").data, [0.0, 4.0, 9.0])
+
+
+def test_losses_reject_bad_arguments():
+    with pytest.raises(TypeError, match="integer"):
+        F.nll_loss(engine.zeros(2, 3), np.array([0.5, 1.0]))
+    with pytest.raises(ValueError, match="reduction"):
+        F.cross_entropy(engine.zeros(2, 3), [0, 1], reduction="avg")
+    with pytest.raises(ValueError, match="same shape"):
+        F.mse_loss(engine.zeros(2), engine.zeros(3))
+
+
+def test_reassigning_or_deleting_a_parameter_updates_the_registry():
+    layer = nn.Linear(2, 2)
+    layer.bias = None
+    assert [name for name, _ in layer.named_parameters()] == ["weight"]
+    layer.bias = nn.Parameter(np.zeros(2, dtype=np.float32))
+    del layer.weight
+    assert [name for name, _ in layer.named_parameters()] == ["bias"]
+    with pytest.raises(AttributeError):
+        assert layer.weight is None  # never reached: the attribute is gone
