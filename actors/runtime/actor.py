@@ -10,6 +10,7 @@ actor keeps serving.
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any, Callable, Dict, NamedTuple, Optional
 
 from . import envelope
@@ -36,7 +37,13 @@ class _Pending(NamedTuple):
     future: Future
     peer: str
     kind: int
-    timer: Optional[TimerHandle]
+    deadline: Optional[float]
+    timeout: Optional[float]
+
+
+# Request deadlines are checked by one periodic sweep rather than a timer each: a
+# timeout fires up to this late, and a request costs no timer-heap work.
+_SWEEP_INTERVAL = 0.05
 
 
 class Actor:
@@ -54,6 +61,7 @@ class Actor:
         self._peer_lost_callbacks: list = []
         self._pending: Dict[int, _Pending] = {}
         self._req_ids = itertools.count(1)
+        self._sweeping = False
         self._mailbox = Mailbox(address, name, self._on_request, self._on_reply,
                                 self._on_peer_lost, heartbeat, heartbeat_timeout)
         self._pool = WorkerPool(num_worker_threads, name)
@@ -179,17 +187,28 @@ class Actor:
 
     def _send_request(self, peer: str, kind: int, req_id: int, frames: list, future: Future,
                       timeout: Optional[float]) -> None:
-        timer = None
+        deadline = None
         if timeout is not None and timeout > 0:
-            timer = self._mailbox.call_later(timeout, self._expire, req_id, timeout)
-        self._pending[req_id] = _Pending(future, peer, kind, timer)
+            deadline = time.monotonic() + timeout
+            if not self._sweeping:
+                self._sweeping = True
+                self._mailbox.call_later(min(timeout, _SWEEP_INTERVAL), self._sweep)
+        self._pending[req_id] = _Pending(future, peer, kind, deadline, timeout)
         self._mailbox._send_to_peer(peer, frames)
 
-    def _expire(self, req_id: int, timeout: float) -> None:
-        pending = self._pending.pop(req_id, None)
-        if pending is not None:
+    def _sweep(self) -> None:
+        """Fail the requests whose deadline passed; come back while any has a deadline."""
+        now = time.monotonic()
+        expired = [rid for rid, p in self._pending.items() if p.deadline and p.deadline <= now]
+        for req_id in expired:
+            pending = self._pending.pop(req_id)
             pending.future.set_exception(RequestTimeoutError(
-                f"{kind_name(pending.kind)} to {pending.peer} got no reply within {timeout:g}s"))
+                f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
+                f"{pending.timeout:g}s"))
+        if any(p.deadline for p in self._pending.values()):
+            self._mailbox.call_later(_SWEEP_INTERVAL, self._sweep)
+        else:
+            self._sweeping = False
 
     def _on_reply(self, peer: str, frames: list) -> None:
         try:
@@ -205,8 +224,6 @@ class Actor:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
                       req_id=header.req_id)
             return
-        if pending.timer is not None:
-            pending.timer.cancel()
         try:
             payload = envelope.read_payload(header, frames)
         except ProtocolError as exc:

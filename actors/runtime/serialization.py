@@ -50,14 +50,20 @@ def _importable(fn: Any) -> bool:
 def _is_plain(value: Any, depth: int = 3) -> bool:
     kind = type(value)
     if kind in _PLAIN_SCALARS:
-        return kind is not np.ndarray or value.dtype.hasobject is False
+        return kind is not np.ndarray or not value.dtype.hasobject
     if kind is types.FunctionType:
         return _importable(value)
     if kind not in _PLAIN_CONTAINERS or depth == 0 or len(value) > _PLAIN_MAX_ITEMS:
         return False
     if kind is dict:
-        return all(type(k) is str and _is_plain(v, depth - 1) for k, v in value.items())
-    return all(_is_plain(v, depth - 1) for v in value)
+        for key, item in value.items():
+            if type(key) is not str or not _is_plain(item, depth - 1):
+                return False
+        return True
+    for item in value:
+        if not _is_plain(item, depth - 1):
+            return False
+    return True
 
 
 def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
