@@ -53,6 +53,10 @@ class RpcAgent:
         self.actor.register(Kind.RREF_DELETE, lambda msg: self.owners.remove(*msg.payload),
                             inline=True)
         self.actor.on_peer_lost(self._on_peer_lost)
+        # Callers are noticed too: a worker that only ever called us is lost when the
+        # connection it called on closes.
+        self._sender_ranks: Dict[bytes, int] = {}
+        self.actor.on_sender_lost(self._on_sender_lost)
         self.info = WorkerInfo(name, rank)
         self.directory: Optional[WorkerDirectory] = None
         self._joined = threading.Event()
@@ -192,6 +196,11 @@ class RpcAgent:
                 for _, hook in hook_registry.hooks():
                     hook.worker_lost(peer)
 
+    def _on_sender_lost(self, identity: bytes) -> None:
+        rank = self._sender_ranks.pop(identity, None)
+        if rank is not None and self.directory is not None and rank != self.rank:
+            self._mark_lost(self.directory.resolve(rank))
+
     def _on_peer_lost(self, address: str) -> None:
         try:
             self._mark_lost(self.directory.by_address(address))
@@ -206,6 +215,7 @@ class RpcAgent:
         if not self._joined.wait(self.timeout):
             raise RpcNotInitializedError(f"worker {self.name!r} has not joined its world")
         fn, args, kwargs, caller, meta = msg.payload[:5]
+        self._sender_ranks[msg.sender] = caller
         peer = self.directory.resolve(caller)
         envelope = RpcEnvelope((args, kwargs), peer, meta)
         if meta:
@@ -292,19 +302,20 @@ class RpcAgent:
 
     def leave(self, graceful: bool, timeout: Optional[float]) -> None:
         """Leave the world: with `graceful`, a barrier once every worker's work is done."""
-        self._leaving = True
         if graceful:
             # Two rounds: work that arrived while others drained (nested calls) is
             # finished before the second barrier.
             for round_ in ("drained", "drained-again"):
                 self.wait_idle(timeout)
                 barrier(self.store, f"shutdown/{round_}", self.world_size, timeout)
+            self._leaving = True  # from here on, peers going away is expected
             self.wait_idle(timeout)
             # Rank 0 may host the store: it closes only after everyone's last store call.
             if self.store.add("barriers/shutdown/left", 1) == self.world_size:
                 self.store.set("barriers/shutdown/all-left", b"1")
             if self.rank == 0:
                 self.store.wait(["barriers/shutdown/all-left"], timeout or 10.0 ** 9)
+        self._leaving = True
         self.actor.stop()
         for channel in self._channels.values():
             channel.close()

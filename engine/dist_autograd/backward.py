@@ -1,0 +1,193 @@
+"""FAST-mode distributed backward, and releasing contexts everywhere they went.
+
+The worker that calls `backward` counts its dependencies from the roots and from
+every send function of the context, then runs its graph. A recv function that runs
+sends its gradients to the worker holding the matching send function
+(`_backward_step`); that worker, on first sight of the pass, counts its own
+dependencies the same way, injects the gradients into the send function and runs
+what became ready. Each step is answered only when everything it set off has
+finished, so the caller's `backward` returns when every worker's part is done, and
+any failure travels back to it.
+"""
+from __future__ import annotations
+
+import threading
+import traceback
+from contextlib import contextmanager
+from typing import Iterator, List, Optional, Sequence
+
+import numpy as np
+
+import actors
+from actors.runtime import Future
+from actors.runtime.futures import completed
+from actors.runtime.log import get_logger
+from engine.autograd.graph import GraphRoot, gradient_edge
+from engine.errors import AutogradError
+from engine.tensor import Tensor
+
+from .context import AutogradContext, BackwardPass, container
+from .errors import ContextActiveError, DistBackwardError
+
+log = get_logger(__name__)
+
+_running = threading.local()
+
+
+def _me() -> actors.WorkerInfo:
+    return actors.get_worker_info()
+
+
+@contextmanager
+def context() -> Iterator[int]:
+    """A new distributed autograd context, current in this thread; yields its id.
+
+    Leaving the block releases the context here and, asynchronously, on every worker
+    it touched (and transitively on the workers they touched).
+    """
+    if container.current() is not None:
+        raise ContextActiveError("a distributed autograd context is already active in this "
+                                 "thread; contexts do not nest")
+    ctx = container.create(_me().id)
+    log.debug("dist_autograd_context_created", context_id=ctx.id)
+    with container.using(ctx):
+        try:
+            yield ctx.id
+        finally:
+            for future in release(ctx.id):
+                future.add_done_callback(_log_release_failure)
+
+
+def get_gradients(context_id: int) -> dict:
+    """``{Tensor: np.ndarray}``: this worker's leaf gradients accumulated in the context."""
+    return dict(container.get(context_id, _me().name).grads)
+
+
+def backward(context_id: int, roots: Sequence[Tensor], retain_graph: bool = False) -> None:
+    """Run the backward pass of the context from scalar `roots` on every worker involved.
+
+    Returns once every worker's part has finished. A failure anywhere raises here:
+    DistBackwardError naming the worker (with `remote_traceback`), or the
+    WorkerLostError (a ConnectionError) of a worker that died.
+    """
+    me = _me()
+    ctx = container.get(context_id, me.name)
+    roots = list(roots)
+    for root in roots:
+        if not isinstance(root, Tensor):
+            raise TypeError(f"backward roots must be Tensors, got {type(root).__name__}")
+        if not root.requires_grad:
+            raise AutogradError("a backward root does not require grad and has no grad_fn")
+        if root.data.size != 1:
+            raise AutogradError(f"backward roots must be scalars, got shape {root.shape}")
+    pass_id = container.new_id(me.id)
+    try:
+        with ctx.lock:
+            part = ctx.backward_pass(pass_id, retain_graph)
+            part.task.add_root(GraphRoot([gradient_edge(r) for r in roots],
+                                         [np.ones_like(r.data) for r in roots]))
+            outstanding = _run(part)
+    except Exception as exc:
+        raise _failure(me.name, exc) from exc
+    try:
+        for future in outstanding:
+            future.wait()
+    finally:
+        ctx.passes.pop(pass_id, None)
+
+
+def send_gradients(recv, grads: List[Optional[np.ndarray]]) -> None:
+    """The RecvFunction's backward: ship the gradients to the sender's send function."""
+    pass_id, retain_graph, outstanding = _running.state
+    outstanding.append(actors.rpc_async(
+        recv.peer, _backward_step,
+        args=(recv.context_id, pass_id, recv.message_id, list(grads), retain_graph)))
+
+
+@actors.async_execution
+def _backward_step(context_id: int, pass_id: int, message_id: int,
+                   grads: List[Optional[np.ndarray]], retain_graph: bool) -> Future:
+    """Runs on the worker holding the send function of `message_id` (see module doc)."""
+    me = _me().name
+    ctx = container.get(context_id, me)
+    try:
+        with ctx.lock:
+            part = ctx.backward_pass(pass_id, retain_graph)
+            send = ctx.sends.get(message_id)
+            if send is None:
+                raise AutogradError(f"context {context_id} has no send function for "
+                                    f"message {message_id}")
+            part.task.inject(send, grads)
+            outstanding = _run(part)
+    except Exception as exc:
+        raise _failure(me, exc) from exc
+    return all_done(outstanding)
+
+
+def _run(part: BackwardPass) -> List[Future]:
+    """Run what is ready; returns the gradient messages sent meanwhile. Hold the lock."""
+    outstanding: List[Future] = []
+    _running.state = (part.pass_id, part.retain_graph, outstanding)
+    try:
+        with container.using(None):  # the engine's own messages are not recorded
+            part.task.run()
+    finally:
+        _running.state = None
+    return outstanding
+
+
+def _failure(worker: str, exc: BaseException) -> BaseException:
+    if isinstance(exc, (DistBackwardError, ConnectionError)):
+        return exc
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    log.warning("dist_backward_failed", worker=worker, error=f"{type(exc).__name__}: {exc}")
+    return DistBackwardError(worker, f"{type(exc).__name__}: {exc}", text)
+
+
+def all_done(futures: List[Future]) -> Future:
+    """A future that completes when all of `futures` have, failing with the first error."""
+    if not futures:
+        return completed(None)
+    combined = Future()
+    remaining = [len(futures)]
+    lock = threading.Lock()
+
+    def one_done(done: Future) -> None:
+        with lock:
+            remaining[0] -= 1
+            last = remaining[0] == 0
+        exc = done.exception()
+        if combined.done():
+            return
+        if exc is not None:
+            combined.set_exception(exc)
+        elif last:
+            combined.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(one_done)
+    return combined
+
+
+# ---- release ---------------------------------------------------------------------
+
+def release(context_id: int, came_from: Optional[int] = None) -> List[Future]:
+    """Forget the context here and ask every worker it touched to do the same."""
+    ctx: Optional[AutogradContext] = container.release(context_id)
+    if ctx is None:
+        return []
+    me = _me().id
+    with container.using(None):
+        return [actors.rpc_async(rank, _release_remote, args=(context_id, me))
+                for rank in sorted(ctx.workers - {me, came_from})]
+
+
+@actors.async_execution
+def _release_remote(context_id: int, came_from: int) -> Future:
+    return all_done(release(context_id, came_from))
+
+
+def _log_release_failure(done: Future) -> None:
+    exc = done.exception()
+    if exc is not None:
+        log.info("dist_autograd_release_incomplete", error=f"{type(exc).__name__}: {exc}")

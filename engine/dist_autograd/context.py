@@ -1,0 +1,139 @@
+"""Distributed autograd contexts: one per `with dist_autograd.context()`, on every worker
+it touches.
+
+A context holds, for one forward/backward iteration, the send and recv functions
+recorded on this worker (by message id), the gradients accumulated for this
+worker's leaves, the workers it exchanged messages with (so release can follow),
+and the backward passes under way. Ids are ``(rank << 48) | counter``.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+from contextlib import contextmanager
+from typing import Dict, Iterator, List, Optional, Set
+
+import numpy as np
+
+from engine.autograd.accumulate import merge_gradient
+from engine.autograd.scheduler import GraphTask
+
+from .errors import UnknownContextError
+from .functions import RecvFunction, SendFunction
+
+RANK_SHIFT = 48
+
+
+class BackwardPass:
+    """This worker's part of one backward pass of a context (FAST mode).
+
+    On creation every send function of the context becomes a root waiting for one
+    injection: the gradients its recv function will send back.
+    """
+
+    def __init__(self, context: "AutogradContext", pass_id: int, retain_graph: bool):
+        self.pass_id = pass_id
+        self.retain_graph = retain_graph
+        self.task = GraphTask(retain_graph=retain_graph, accumulate=context.accumulate)
+        for send in context.sends.values():
+            self.task.add_root(send, pending=1)
+
+
+class AutogradContext:
+    """The state of one context on one worker (see the module docstring)."""
+
+    def __init__(self, context_id: int):
+        self.id = context_id
+        self.lock = threading.Lock()
+        self.sends: Dict[int, SendFunction] = {}
+        self.recvs: Dict[int, RecvFunction] = {}
+        self.grads: Dict[object, np.ndarray] = {}
+        self.workers: Set[int] = set()
+        self.passes: Dict[int, BackwardPass] = {}
+        self._claimed: Set[int] = set()
+
+    @property
+    def creator(self) -> int:
+        """Rank of the worker that created this context."""
+        return self.id >> RANK_SHIFT
+
+    def accumulate(self, tensor: object, grad: Optional[np.ndarray]) -> None:
+        """The leaf sink of this context's passes: gradients stay here, never in `.grad`."""
+        if grad is not None:
+            self.grads[tensor] = merge_gradient(self.grads.get(tensor), grad, tensor,
+                                                self._claimed)
+
+    def backward_pass(self, pass_id: int, retain_graph: bool) -> BackwardPass:
+        """This worker's part of pass `pass_id`, set up on first sight. Hold `lock`."""
+        found = self.passes.get(pass_id)
+        if found is None:
+            found = self.passes[pass_id] = BackwardPass(self, pass_id, retain_graph)
+        return found
+
+
+class ContextContainer:
+    """The contexts alive on this worker, and the one current in each thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._contexts: Dict[int, AutogradContext] = {}
+        self._counter = itertools.count(1)
+        self._local = threading.local()
+
+    def new_id(self, rank: int) -> int:
+        return (rank << RANK_SHIFT) | next(self._counter)
+
+    def create(self, rank: int) -> AutogradContext:
+        context = AutogradContext(self.new_id(rank))
+        with self._lock:
+            self._contexts[context.id] = context
+        return context
+
+    def get_or_create(self, context_id: int) -> AutogradContext:
+        with self._lock:
+            context = self._contexts.get(context_id)
+            if context is None:
+                context = self._contexts[context_id] = AutogradContext(context_id)
+            return context
+
+    def get(self, context_id: int, worker: str = "") -> AutogradContext:
+        context = self._contexts.get(context_id)
+        if context is None:
+            raise UnknownContextError(context_id, worker)
+        return context
+
+    def find(self, context_id: int) -> Optional[AutogradContext]:
+        return self._contexts.get(context_id)
+
+    def release(self, context_id: int) -> Optional[AutogradContext]:
+        with self._lock:
+            return self._contexts.pop(context_id, None)
+
+    def created_by(self, rank: int) -> List[int]:
+        with self._lock:
+            return [cid for cid in self._contexts if cid >> RANK_SHIFT == rank]
+
+    def __len__(self) -> int:
+        return len(self._contexts)
+
+    def ids(self) -> List[int]:
+        with self._lock:
+            return list(self._contexts)
+
+    # ---- the current context of this thread ----------------------------------------
+
+    def current(self) -> Optional[AutogradContext]:
+        return getattr(self._local, "context", None)
+
+    @contextmanager
+    def using(self, context: Optional[AutogradContext]) -> Iterator[None]:
+        """Make `context` current in this thread for the duration (None: no context)."""
+        previous = getattr(self._local, "context", None)
+        self._local.context = context
+        try:
+            yield
+        finally:
+            self._local.context = previous
+
+
+container = ContextContainer()

@@ -1,0 +1,186 @@
+"""Distributed autograd against closed forms and against the local engine."""
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import actors
+import engine
+from engine import dist_autograd, nn
+from engine.dist_autograd import ContextActiveError, DistBackwardError, UnknownContextError
+from engine.nn import functional as F
+from tests.dist import workers
+
+pytestmark = pytest.mark.timeout(90)
+
+
+def wait_until(condition, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_the_design_note_example_gets_its_closed_form_gradients(world3):
+    with dist_autograd.context() as context_id:
+        t1 = engine.rand(3, 3, requires_grad=True)
+        t2 = engine.rand(3, 3, requires_grad=True)
+        t3 = actors.rpc_sync("worker1", engine.add, args=(t1, t2))
+        t4 = engine.rand(3, 3, requires_grad=True)
+        loss = engine.mul(t3, t4).sum()
+        dist_autograd.backward(context_id, [loss])
+        grads = dist_autograd.get_gradients(context_id)
+    np.testing.assert_allclose(grads[t1], t4.data, rtol=1e-6)
+    np.testing.assert_allclose(grads[t2], t4.data, rtol=1e-6)
+    np.testing.assert_allclose(grads[t4], t1.data + t2.data, rtol=1e-6)
+    assert t1.grad is None and t4.grad is None  # gradients stay in the context
+    assert t3 not in grads  # a tensor received over RPC is not a key
+
+
+def test_context_ids_carry_the_worker_rank_in_the_high_bits(world3):
+    with dist_autograd.context() as context_id:
+        assert context_id >> 48 == 0 and context_id & ((1 << 48) - 1) > 0
+    assert actors.rpc_sync("worker1", _new_context_id) >> 48 == 1
+
+
+def _new_context_id():
+    with dist_autograd.context() as context_id:
+        return context_id
+
+
+def _mlp_loss(first, second, x, y):
+    return F.cross_entropy(second(engine.relu(first(x))), y)
+
+
+def test_a_model_split_over_two_workers_gets_the_local_engines_gradients(world3):
+    rng = np.random.default_rng(0)
+    x = engine.tensor(rng.standard_normal((8, 5)))
+    y = rng.integers(0, 3, 8)
+    remote_first = actors.remote("worker1", workers.make_linear, args=(5, 6, 11))
+    engine.manual_seed(12)
+    second = nn.Linear(6, 3)
+    with dist_autograd.context() as context_id:
+        hidden = actors.rpc_sync("worker1", workers.linear_forward, args=(remote_first, x))
+        loss = F.cross_entropy(second(engine.relu(hidden)), y)
+        dist_autograd.backward(context_id, [loss])
+        local_grads = dist_autograd.get_gradients(context_id)
+        remote_grads = actors.rpc_sync("worker1", workers.grads_of_module,
+                                       args=(remote_first, context_id))
+    first = workers.make_linear(5, 6, 11)
+    reference_second = workers.make_linear(6, 3, 0)
+    reference_second.load_state_dict(second.state_dict())
+    _mlp_loss(first, reference_second, x, y).backward()
+    for got, param in zip(remote_grads, first.parameters()):
+        np.testing.assert_allclose(got, param.grad, rtol=1e-5, atol=1e-7)
+    for param, reference in zip(second.parameters(), reference_second.parameters()):
+        np.testing.assert_allclose(local_grads[param], reference.grad, rtol=1e-5, atol=1e-7)
+
+
+def test_a_three_worker_chain_with_a_nested_call_matches_the_local_engine(world3):
+    x = engine.tensor(np.linspace(-1, 1, 12).reshape(3, 4), requires_grad=True)
+    with dist_autograd.context() as context_id:
+        rows = actors.rpc_sync("worker1", workers.tanh_then_next, args=(x, "worker2"))
+        loss = (rows * engine.tensor(np.array([1.0, 2.0, 3.0]))).sum()
+        dist_autograd.backward(context_id, [loss])
+        got = dist_autograd.get_gradients(context_id)[x]
+    x_local = engine.tensor(x.data, requires_grad=True)
+    rows = workers.square_sum_rows(engine.tanh(x_local) * 2.0)
+    (rows * engine.tensor(np.array([1.0, 2.0, 3.0]))).sum().backward()
+    np.testing.assert_allclose(got, x_local.grad, rtol=1e-6)
+
+
+def test_parameters_held_by_rrefs_get_gradients_on_their_owner(world3):
+    weight = actors.remote("worker2", workers.make_param, args=(3, (4, 2)))
+    x = engine.tensor(np.arange(8.0).reshape(2, 4))
+    with dist_autograd.context() as context_id:
+        w = weight.to_here()
+        loss = engine.matmul(x, w).sum()
+        dist_autograd.backward(context_id, [loss])
+        got = actors.rpc_sync("worker2", workers.grad_of, args=(weight, context_id))
+    np.testing.assert_allclose(got, x.data.T @ np.ones((2, 2)))
+    assert actors.rpc_sync("worker2", workers.dot_grad_free_check, args=(weight,)) is None
+
+
+def test_retain_graph_lets_a_context_run_backward_again_and_gradients_add_up(world3):
+    with dist_autograd.context() as context_id:
+        a = engine.tensor([1.0, 2.0], requires_grad=True)
+        b = actors.rpc_sync("worker1", engine.mul, args=(a, a))
+        loss = b.sum()
+        dist_autograd.backward(context_id, [loss], retain_graph=True)
+        dist_autograd.backward(context_id, [loss])
+        np.testing.assert_allclose(dist_autograd.get_gradients(context_id)[a], 2 * 2 * a.data)
+
+
+def test_a_second_backward_through_a_freed_graph_is_an_error(world3):
+    with dist_autograd.context() as context_id:
+        a = engine.tensor([1.0, 2.0], requires_grad=True)
+        loss = actors.rpc_sync("worker1", engine.mul, args=(a, a)).sum() * 2.0
+        dist_autograd.backward(context_id, [loss])
+        with pytest.raises(DistBackwardError, match="freed"):
+            dist_autograd.backward(context_id, [loss])
+
+
+def test_concurrent_contexts_never_mix_gradients(world3):
+    results, errors = {}, []
+
+    def iteration(seed):
+        try:
+            results[seed] = workers.train_step_on_own_context(f"worker{1 + seed % 2}", seed)
+        except Exception as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=iteration, args=(s,)) for s in range(6)]
+    remote = [actors.rpc_async(w, workers.train_step_on_own_context, args=(p, 100 + i))
+              for i, (w, p) in enumerate([("worker1", "worker2"), ("worker2", "worker0")])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors
+    for a, grad in list(results.values()) + [f.wait(60) for f in remote]:
+        np.testing.assert_allclose(grad, 2 * a)
+
+
+def test_leaving_the_block_releases_the_context_on_every_worker(world3):
+    for _ in range(20):
+        with dist_autograd.context() as context_id:
+            a = engine.ones(3, requires_grad=True)
+            b = actors.rpc_sync("worker1", workers.tanh_then_next, args=(a.reshape(1, 3),
+                                                                          "worker2"))
+            dist_autograd.backward(context_id, [b.sum()])
+    assert len(dist_autograd.container) == 0
+    for worker in ("worker1", "worker2"):
+        assert wait_until(lambda: actors.rpc_sync(worker, workers.contexts_alive) == 0)
+
+
+def test_an_unknown_context_id_is_an_error_naming_it(world3):
+    with pytest.raises(UnknownContextError, match="0x1234") as info:
+        dist_autograd.get_gradients(0x1234)
+    assert isinstance(info.value, KeyError)
+    with pytest.raises(UnknownContextError):
+        dist_autograd.backward(0x1234, [engine.ones(1, requires_grad=True).sum()])
+    with dist_autograd.context() as context_id:
+        pass
+    with pytest.raises(UnknownContextError):
+        dist_autograd.get_gradients(context_id)
+
+
+def test_contexts_do_not_nest_in_one_thread(world3):
+    with dist_autograd.context():
+        with pytest.raises(ContextActiveError):
+            with dist_autograd.context():
+                pass
+
+
+def test_an_error_in_a_remote_functions_backward_surfaces_at_the_caller(world3):
+    with dist_autograd.context() as context_id:
+        a = engine.ones(3, requires_grad=True)
+        loss = actors.rpc_sync("worker2", workers.explode, args=(a,)).sum()
+        with pytest.raises(DistBackwardError, match="worker 'worker2'.*refuses to run") as info:
+            dist_autograd.backward(context_id, [loss])
+        assert "Explode" in info.value.remote_traceback
+    # the failed pass left nothing stuck: the context was released everywhere
+    assert wait_until(lambda: actors.rpc_sync("worker2", workers.contexts_alive) == 0)

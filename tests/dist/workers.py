@@ -1,0 +1,125 @@
+"""Functions the distributed autograd tests run on remote workers."""
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+
+import actors
+import engine
+from engine import dist_autograd, nn
+
+
+def contexts_alive() -> int:
+    return len(dist_autograd.container)
+
+
+def linear_forward(layer_rref, x):
+    return layer_rref.local_value()(x)
+
+
+def make_linear(in_features: int, out_features: int, seed: int):
+    engine.manual_seed(seed)
+    return nn.Linear(in_features, out_features)
+
+
+def grads_of_module(module_rref, context_id: int) -> list:
+    """The context's gradients of a module owned here, in parameter order."""
+    grads = dist_autograd.get_gradients(context_id)
+    return [grads.get(p) for p in module_rref.local_value().parameters()]
+
+
+def grad_of(tensor_rref, context_id: int):
+    return dist_autograd.get_gradients(context_id).get(tensor_rref.local_value())
+
+
+def dot_grad_free_check(tensor_rref):
+    return tensor_rref.local_value().grad
+
+
+def tanh_then_next(x, next_worker: str):
+    """Stage 1 of a 3-worker chain: work here, then a nested RPC to the next stage."""
+    y = engine.tanh(x) * 2.0
+    return actors.rpc_sync(next_worker, square_sum_rows, args=(y,))
+
+
+def square_sum_rows(y):
+    return (y * y).sum(axis=1)
+
+
+def make_param(seed: int, shape: tuple):
+    engine.manual_seed(seed)
+    return engine.randn(*shape, dtype=np.float64, requires_grad=True)
+
+
+class Explode(engine.Function):
+    """A custom op whose backward fails."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * 3.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise ValueError("the backward of Explode refuses to run")
+
+
+def explode(x):
+    return Explode.apply(x)
+
+
+release_hang = threading.Event()
+stalled = threading.Event()
+
+
+class Stall(engine.Function):
+    """A custom op whose backward waits (for the dead-worker test)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x + 1.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        stalled.set()
+        release_hang.wait(60)
+        return grad
+
+
+def is_stalled() -> bool:
+    return stalled.is_set()
+
+
+def stall(x):
+    return Stall.apply(x)
+
+
+def start_context_towards(peer: str) -> int:
+    """Create a context here, record a send/recv pair with `peer`, and leave it open."""
+    global _held_context
+    _held_context = dist_autograd.context()
+    context_id = _held_context.__enter__()
+    t = engine.ones(2, requires_grad=True)
+    actors.rpc_sync(peer, engine.add, args=(t, t))
+    return context_id
+
+
+def contexts_created_by(rank: int) -> int:
+    return len(dist_autograd.container.created_by(rank))
+
+
+def train_step_on_own_context(peer: str, seed: int) -> list:
+    """Run a whole context from this worker (for concurrency tests); returns grads."""
+    rng = np.random.default_rng(seed)
+    with dist_autograd.context() as context_id:
+        a = engine.tensor(rng.standard_normal(4), requires_grad=True)
+        b = actors.rpc_sync(peer, engine.mul, args=(a, a))
+        loss = b.sum()
+        dist_autograd.backward(context_id, [loss])
+        return [a.data.copy(), dist_autograd.get_gradients(context_id)[a]]
+
+
+def sleep_then_add(a, b, seconds: float):
+    time.sleep(seconds)
+    return a + b
