@@ -25,3 +25,36 @@ def test_the_rpc_basics_example_shows_each_feature():
     for line in ("sync : 6.0", "async: [3.0, 6.0]", "21.0 * 2 = 42.0", "remote object on worker2",
                  "remote error re-raised here: ValueError", "unknown worker", "left together"):
         assert line in out
+
+
+def test_the_design_note_example_prints_its_closed_form_checks():
+    out = run_example("dist_autograd_simple.py")
+    assert out.count("ok  ") == 4 and "FAIL" not in out
+
+
+def _accuracy(out: str) -> float:
+    line = [x for x in out.splitlines() if "accuracy after training" in x
+            or x.startswith("held-out accuracy:")][-1]
+    return float(line.split("accuracy")[1].split("%")[0].split(":")[1])
+
+
+def test_the_parameter_server_trains_two_trainers_to_a_good_accuracy():
+    out = run_example("parameter_server.py")
+    assert "worker1: epoch 5/5" in out and "worker2: epoch 5/5" in out
+    first, last = [float(x) for x in out.split("mean trainer loss: epoch 1 ")[1]
+                   .split("\n")[0].replace("epoch 5 ", "").split(" -> ")]
+    assert last < first / 3
+    assert _accuracy(out) >= 90.0
+
+
+def test_the_pipeline_trains_a_model_split_over_three_workers():
+    out = run_example("pipeline_parallel.py")
+    assert "stages on ['worker1', 'worker2']" in out and "epoch 8/8" in out
+    assert _accuracy(out) >= 90.0
+
+
+def test_the_local_mlp_example_shows_the_loss_falling():
+    out = run_example("train_mlp.py")
+    losses = [float(line.split("loss")[1].split()[0]) for line in out.splitlines()
+              if line.startswith("epoch")]
+    assert losses[-1] < losses[0] / 5

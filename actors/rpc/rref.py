@@ -6,7 +6,7 @@ with the owner before the message leaves, and a dropped RRef tells the owner.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 from actors.runtime import Future
 
@@ -16,17 +16,25 @@ from .state import agent_or_none, current_agent
 
 
 class RRef:
-    """A remote reference: `to_here()` fetches a copy, the proxies run methods on the owner."""
+    """A remote reference: `to_here()` fetches a copy, the proxies run methods on the owner.
 
-    def __init__(self, owner: Union[WorkerInfo, int], rref_id: int, fork_id: int,
+    ``RRef(value)`` makes this worker the owner of `value` (as torch's ``RRef(obj)``);
+    the other RRefs come from `remote()` or arrive in RPCs.
+    """
+
+    def __init__(self, owner: Any, rref_id: Optional[int] = None, fork_id: Optional[int] = None,
                  created: Optional[Future] = None):
+        self._agent = agent = current_agent()
+        if rref_id is None:  # RRef(value): a value owned here
+            value, owner = owner, agent.info
+            rref_id, fork_id = agent.new_id(), agent.new_id()
+            agent.owners.add(rref_id, fork_id).set_result(value)
         # An owner rank is resolved on first use: an RRef may arrive (in a call) while
         # this worker is still reading the world's directory.
         self._owner_ref = owner
         self._rref_id = rref_id
         self._fork_id = fork_id
         self._created = created
-        self._agent = current_agent()
 
     # ---- identity -----------------------------------------------------------------
 

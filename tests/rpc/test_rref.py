@@ -74,3 +74,9 @@ def test_the_owner_frees_values_once_every_holder_dropped_its_reference(world):
     del rrefs, rref
     gc.collect()
     assert wait_until(lambda: actors.rpc_sync("worker1", workers.owned_values) == 0)
+
+
+def test_an_rref_of_a_local_value_is_owned_here_and_usable_elsewhere(world):
+    rref = actors.RRef(workers.Counter(7))
+    assert rref.is_owner() and rref.owner_name() == "worker0" and rref.local_value().value == 7
+    assert actors.rpc_sync("worker1", workers.fetch_from_third, args=(rref,)) == 7
