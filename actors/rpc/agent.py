@@ -140,6 +140,18 @@ class RpcAgent:
             self._track(-1)
         return self._response(value, reply_meta, info, meta)
 
+    def notify(self, to: Destination, fn: Callable, args: tuple, kwargs: dict) -> None:
+        """Run `fn(*args, **kwargs)` on `to` with no reply: fire and forget.
+
+        Failures on the callee are logged there; a lost worker is skipped silently.
+        """
+        try:
+            info, payload, _ = self._outgoing(to, fn, args, kwargs)
+        except WorkerLostError:
+            return
+        with self._sending(info):
+            self.actor.notify(self.directory.address(info), Kind.RPC_CALL, payload)
+
     @contextlib.contextmanager
     def _sending(self, info: WorkerInfo):
         """Turn a failure to pickle the request into a TypeError that names the callee."""

@@ -54,8 +54,7 @@ def context() -> Iterator[int]:
         try:
             yield ctx.id
         finally:
-            for future in release(ctx.id):
-                future.add_done_callback(_log_release_failure)
+            release(ctx.id)
 
 
 def get_gradients(context_id: int) -> dict:
@@ -86,22 +85,42 @@ def backward(context_id: int, roots: Sequence[Tensor], retain_graph: bool = Fals
             part = ctx.backward_pass(pass_id, retain_graph)
             part.task.add_root(GraphRoot([gradient_edge(r) for r in roots],
                                          [np.ones_like(r.data) for r in roots]))
-            outstanding = _run(part)
+            messages = _run(part)
     except Exception as exc:
         raise _failure(me.name, exc) from exc
     try:
-        for future in outstanding:
+        for future in _send(messages, last_waits_here=True):
             future.wait()
     finally:
         ctx.passes.pop(pass_id, None)
 
 
 def send_gradients(recv, grads: List[Optional[np.ndarray]]) -> None:
-    """The RecvFunction's backward: ship the gradients to the sender's send function."""
+    """The RecvFunction's backward: ship the gradients to the sender's send function.
+
+    The message is only noted here; `_run`'s caller sends it once the context lock is
+    released (a worker that answers may need the lock of the same context).
+    """
     pass_id, retain_graph, outstanding = _running.state
-    outstanding.append(actors.rpc_async(
-        recv.peer, _backward_step,
-        args=(recv.context_id, pass_id, recv.message_id, list(grads), retain_graph)))
+    outstanding.append((recv.peer, (recv.context_id, pass_id, recv.message_id, list(grads),
+                                    retain_graph)))
+
+
+def _send(messages: list, last_waits_here: bool) -> List[Future]:
+    """Send noted gradient messages; with `last_waits_here`, the last one is sent and
+    waited for on this thread's own connection (two thread hand-offs fewer)."""
+    with container.using(None):  # the engine's own messages are not recorded
+        futures = [actors.rpc_async(peer, _backward_step, args=args)
+                   for peer, args in messages[:-1 if last_waits_here else None]]
+        if last_waits_here and messages:
+            peer, args = messages[-1]
+            try:
+                actors.rpc_sync(peer, _backward_step, args=args)
+            except Exception as exc:  # noqa: BLE001 - joins the others' outcome
+                from actors.runtime.futures import failed
+
+                futures.append(failed(exc))
+    return futures
 
 
 @actors.async_execution
@@ -118,22 +137,21 @@ def _backward_step(context_id: int, pass_id: int, message_id: int,
                 raise AutogradError(f"context {context_id} has no send function for "
                                     f"message {message_id}")
             part.task.inject(send, grads)
-            outstanding = _run(part)
+            messages = _run(part)
     except Exception as exc:
         raise _failure(me, exc) from exc
-    return all_done(outstanding)
+    return all_done(_send(messages, last_waits_here=False))
 
 
-def _run(part: BackwardPass) -> List[Future]:
-    """Run what is ready; returns the gradient messages sent meanwhile. Hold the lock."""
-    outstanding: List[Future] = []
-    _running.state = (part.pass_id, part.retain_graph, outstanding)
+def _run(part: BackwardPass) -> list:
+    """Run what is ready; returns the gradient messages to send. Hold the context lock."""
+    messages: list = []
+    _running.state = (part.pass_id, part.retain_graph, messages)
     try:
-        with container.using(None):  # the engine's own messages are not recorded
-            part.task.run()
+        part.task.run()
     finally:
         _running.state = None
-    return outstanding
+    return messages
 
 
 def _failure(worker: str, exc: BaseException) -> BaseException:
@@ -171,23 +189,19 @@ def all_done(futures: List[Future]) -> Future:
 
 # ---- release ---------------------------------------------------------------------
 
-def release(context_id: int, came_from: Optional[int] = None) -> List[Future]:
-    """Forget the context here and ask every worker it touched to do the same."""
+def release(context_id: int, came_from: Optional[int] = None) -> None:
+    """Forget the context here and tell every worker it touched to do the same.
+
+    One-way messages (as torch's cleanup): each worker forwards to the workers its
+    part touched, except the one it heard from; a worker that no longer has the
+    context stops there, which ends cycles.
+    """
     ctx: Optional[AutogradContext] = container.release(context_id)
     if ctx is None:
-        return []
-    me = _me().id
+        return
+    from actors.rpc.state import current_agent
+
+    agent = current_agent()
     with container.using(None):
-        return [actors.rpc_async(rank, _release_remote, args=(context_id, me))
-                for rank in sorted(ctx.workers - {me, came_from})]
-
-
-@actors.async_execution
-def _release_remote(context_id: int, came_from: int) -> Future:
-    return all_done(release(context_id, came_from))
-
-
-def _log_release_failure(done: Future) -> None:
-    exc = done.exception()
-    if exc is not None:
-        log.info("dist_autograd_release_incomplete", error=f"{type(exc).__name__}: {exc}")
+        for rank in sorted(ctx.workers - {agent.rank, came_from}):
+            agent.notify(rank, release, (context_id, agent.rank), {})
