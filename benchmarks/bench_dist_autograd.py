@@ -18,6 +18,7 @@ from typing import Any, Dict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks import _counting  # noqa: E402
 from benchmarks._procs import free_port, ratio, server_process  # noqa: E402
 
 
@@ -26,6 +27,7 @@ def _our_worker(ready: Any, port: int) -> None:
     import actors
     import engine.dist_autograd  # noqa: F401
 
+    _counting.install()
     ready.put("up")
     actors.init_rpc("worker1", 1, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=60)
     actors.shutdown()
@@ -43,14 +45,7 @@ def _torch_worker(ready: Any, port: int) -> None:
 def ours(iters: int) -> Dict[str, Any]:
     import actors
     import engine
-    from actors.rpc import RpcHook, register_hook, unregister_hook
     from engine import dist_autograd
-
-    class Count(RpcHook):
-        sent = 0
-
-        def request_sent(self, envelope: Any) -> None:
-            Count.sent += 1
 
     port = free_port()
     figures: Dict[str, Any] = {}
@@ -77,17 +72,19 @@ def ours(iters: int) -> Dict[str, Any]:
                         forward.append(after_forward - start)
                         backward.append(after_backward - after_forward)
                         release.append(end - after_backward)
-                register_hook("bench.count", Count())
-                Count.sent = 0
+                _counting.install()
+                there = actors.rpc_sync("worker1", _counting.requests_sent)
+                here = _counting.requests_sent()
                 with dist_autograd.context() as context_id:
                     t3 = actors.rpc_sync("worker1", op, args=(t1, t2))
                     dist_autograd.backward(context_id, [engine.mul(t3, t4).sum()])
-                unregister_hook("bench.count")
+                here = _counting.requests_sent() - here
+                requests = here + actors.rpc_sync("worker1", _counting.requests_sent) - there
                 ms = lambda xs: round(statistics.median(xs) * 1e3, 3)  # noqa: E731
                 figures[name] = {"ms_per_iter": ms(total), "forward_rpc_ms": ms(forward),
                                  "backward_ms": ms(backward), "release_ms": ms(release),
-                                 # requests from this worker; each but the release's has a reply
-                                 "messages_per_iter": 2 * Count.sent - 1}
+                                 # each request has a reply but the one-way release
+                                 "messages_per_iter": 2 * requests - 1}
         finally:
             actors.shutdown()
     return figures

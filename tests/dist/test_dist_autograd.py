@@ -184,3 +184,27 @@ def test_an_error_in_a_remote_functions_backward_surfaces_at_the_caller(world3):
         assert "Explode" in info.value.remote_traceback
     # the failed pass left nothing stuck: the context was released everywhere
     assert wait_until(lambda: actors.rpc_sync("worker2", workers.contexts_alive) == 0)
+
+
+def test_rpc_async_and_remote_with_to_here_record_too(world3):
+    with dist_autograd.context() as context_id:
+        a = engine.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        doubled = actors.rpc_async("worker1", engine.mul, args=(a, 2.0)).wait(10)
+        squared = actors.remote("worker2", engine.mul, args=(a, a)).to_here()
+        dist_autograd.backward(context_id, [(doubled + squared).sum()])
+        np.testing.assert_allclose(dist_autograd.get_gradients(context_id)[a],
+                                   2.0 + 2 * a.data)
+
+
+def test_tensors_nested_in_containers_and_user_objects_are_recorded(world3):
+    a = engine.tensor([1.0, 2.0], requires_grad=True)
+    b = engine.tensor([3.0, 4.0], requires_grad=True)
+    c = engine.tensor([5.0, 6.0], requires_grad=True)
+    with dist_autograd.context() as context_id:
+        bundle = {"xs": [a, workers.Holder(b, 3.0)], "y": (c,)}
+        total = actors.rpc_sync("worker1", workers.weighted_total, args=(bundle,))
+        dist_autograd.backward(context_id, [total * 2.0])
+        grads = dist_autograd.get_gradients(context_id)
+    np.testing.assert_allclose(grads[a], [2.0, 2.0])
+    np.testing.assert_allclose(grads[b], [6.0, 6.0])
+    np.testing.assert_allclose(grads[c], [2.0, 2.0])

@@ -123,3 +123,18 @@ def train_step_on_own_context(peer: str, seed: int) -> list:
 def sleep_then_add(a, b, seconds: float):
     time.sleep(seconds)
     return a + b
+
+
+class Holder:
+    """A user object carrying tensors in its attributes."""
+
+    def __init__(self, tensor, scale):
+        self.tensor = tensor
+        self.scale = scale
+
+
+def weighted_total(bundle):
+    """Sum of everything in {"xs": [a, Holder(b, s)], "y": (c,)}: a + s*b + c, summed."""
+    first, holder = bundle["xs"]
+    (last,) = bundle["y"]
+    return (first + holder.tensor * holder.scale + last).sum()
