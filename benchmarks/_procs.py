@@ -21,6 +21,11 @@ def server_process(target: Callable[..., Any], *args: Any, timeout: float = 60.0
         proc.join(10)
 
 
+def echo(value: Any) -> Any:
+    """The remote function of the RPC benchmarks (importable, so pickled by reference)."""
+    return value
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     import socket
@@ -41,3 +46,31 @@ def ratio(a: float, b: float) -> float:
 def percentile(values: List[float], q: float) -> float:
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def actorgrad_worker(ready: Any, port: int, count_requests: bool = False) -> None:
+    """Rank 1 ("worker1") of a two-worker actorgrad world whose rank 0 is the benchmark."""
+    import os
+
+    os.environ["ACTORGRAD_LOG_LEVEL"] = "warning"
+    import actors
+
+    if count_requests:
+        from benchmarks import _counting
+
+        _counting.install()
+    ready.put("up")
+    actors.init_rpc("worker1", 1, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=60)
+    actors.shutdown()
+
+
+def torch_worker(ready: Any, port: int) -> None:
+    """Rank 1 ("worker1") of a two-worker torch RPC world whose rank 0 is the benchmark."""
+    import os
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    import torch.distributed.rpc as rpc
+
+    ready.put("up")
+    rpc.init_rpc("worker1", rank=1, world_size=2)
+    rpc.shutdown()

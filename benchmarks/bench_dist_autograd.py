@@ -19,27 +19,12 @@ from typing import Any, Dict
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks import _counting  # noqa: E402
-from benchmarks._procs import free_port, ratio, server_process  # noqa: E402
+from benchmarks._procs import (actorgrad_worker, free_port, ratio,  # noqa: E402
+                               server_process, torch_worker)
 
 
-def _our_worker(ready: Any, port: int) -> None:
-    os.environ["ACTORGRAD_LOG_LEVEL"] = "warning"
-    import actors
-    import engine.dist_autograd  # noqa: F401
-
-    _counting.install()
-    ready.put("up")
-    actors.init_rpc("worker1", 1, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=60)
-    actors.shutdown()
 
 
-def _torch_worker(ready: Any, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    import torch.distributed.rpc as rpc
-
-    ready.put("up")
-    rpc.init_rpc("worker1", rank=1, world_size=2)
-    rpc.shutdown()
 
 
 def ours(iters: int) -> Dict[str, Any]:
@@ -49,7 +34,7 @@ def ours(iters: int) -> Dict[str, Any]:
 
     port = free_port()
     figures: Dict[str, Any] = {}
-    with server_process(_our_worker, port):
+    with server_process(actorgrad_worker, port, True):
         actors.init_rpc("worker0", 0, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=60)
         try:
             for name, size, op in (("w4", 3, engine.add), ("w4b", 256, engine.matmul)):
@@ -98,7 +83,7 @@ def torch_dist(iters: int) -> Dict[str, Any]:
     port = free_port()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     figures: Dict[str, Any] = {}
-    with server_process(_torch_worker, port):
+    with server_process(torch_worker, port):
         rpc.init_rpc("worker0", rank=0, world_size=2)
         try:
             for name, size, op in (("w4", 3, torch.add), ("w4b", 256, torch.matmul)):

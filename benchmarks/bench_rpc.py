@@ -17,34 +17,17 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._procs import free_port, percentile, ratio, server_process  # noqa: E402
+from benchmarks._procs import (actorgrad_worker, echo, free_port, percentile, ratio,  # noqa: E402
+                               server_process, torch_worker)
 
 SIZES_MIB = (1, 16, 64)
 WINDOW = 64
 
 
-def echo(value: Any) -> Any:
-    return value
-
-
 # ---- the three systems, each as: call_sync(x), call_async(x) -> waitable -----------------
 
-def _our_worker(ready: Any, port: int) -> None:
-    os.environ["ACTORGRAD_LOG_LEVEL"] = "warning"
-    import actors
-
-    ready.put("up")
-    actors.init_rpc("worker1", 1, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=60)
-    actors.shutdown()
 
 
-def _torch_worker(ready: Any, port: int) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    import torch.distributed.rpc as rpc
-
-    ready.put("up")
-    rpc.init_rpc("worker1", rank=1, world_size=2)
-    rpc.shutdown()
 
 
 def _raw_server(ready: Any) -> None:
@@ -99,7 +82,7 @@ def measure(call_sync: Callable[[Any], Any], call_async: Callable[[Any], Any],
 def ours(calls: int, runs: int) -> Dict:
     import actors
     port = free_port()
-    with server_process(_our_worker, port):
+    with server_process(actorgrad_worker, port):
         actors.init_rpc("worker0", 0, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=60)
         try:
             return measure(lambda x: actors.rpc_sync("worker1", echo, args=(x,)),
@@ -115,7 +98,7 @@ def torch_rpc(calls: int, runs: int) -> Dict:
     import torch.distributed.rpc as rpc
     port = free_port()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    with server_process(_torch_worker, port):
+    with server_process(torch_worker, port):
         rpc.init_rpc("worker0", rank=0, world_size=2)
         try:
             return measure(lambda x: rpc.rpc_sync("worker1", echo, args=(x,)),

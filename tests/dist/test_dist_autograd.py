@@ -1,6 +1,5 @@
 """Distributed autograd against closed forms and against the local engine."""
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -11,17 +10,10 @@ from engine import dist_autograd, nn
 from engine.dist_autograd import ContextActiveError, DistBackwardError, UnknownContextError
 from engine.nn import functional as F
 from tests.dist import workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
-
-def wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_the_design_note_example_gets_its_closed_form_gradients(world3):

@@ -12,17 +12,10 @@ from engine import dist_autograd, optim
 from engine.optim import DistributedOptimizer
 from tests.dist import workers
 from tests.rpc.conftest import rpc_world
+from tests.waiting import wait_until, raised_by
 
 pytestmark = pytest.mark.timeout(120)
 
-
-def wait_until(condition, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_a_worker_that_dies_during_backward_makes_backward_raise_promptly():
@@ -34,7 +27,7 @@ def test_a_worker_that_dies_during_backward_makes_backward_raise_promptly():
             loss = actors.rpc_sync("worker2", workers.stall, args=(a,)).sum()
             errors = []
             runner = threading.Thread(target=lambda: errors.append(
-                _raises(dist_autograd.backward, context_id, [loss])))
+                raised_by(dist_autograd.backward, context_id, [loss])))
             runner.start()
             assert wait_until(lambda: actors.rpc_sync("worker2", workers.is_stalled))
             procs[1].kill()
@@ -45,13 +38,6 @@ def test_a_worker_that_dies_during_backward_makes_backward_raise_promptly():
         assert isinstance(errors[0], ConnectionError)
         assert actors.rpc_sync("worker1", engine.add, args=(1, 2)) == 3
 
-
-def _raises(fn, *args):
-    try:
-        fn(*args)
-    except Exception as exc:  # noqa: BLE001 - inspected by the test
-        return exc
-    return None
 
 
 def test_survivors_drop_the_contexts_of_a_creator_that_died():

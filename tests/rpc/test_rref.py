@@ -1,24 +1,15 @@
 """RRefs: remote values, proxies, passing them on, and freeing them on the owner."""
 import gc
-import time
 
 import pytest
 
 import actors
 from actors.rpc import RRefError
 from tests.rpc import workers
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
-
-def wait_until(condition, timeout=10.0):
-    """Poll a remote condition until it holds or the deadline passes."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 def test_remote_returns_an_rref_whose_value_lives_on_the_owner(world):

@@ -17,6 +17,7 @@ from store import TCPStore
 from store.errors import StoreConnectionError, StoreTimeoutError
 from tests.net import free_port
 from tests.store import tcp_workers
+from tests.waiting import raised_by
 
 pytestmark = pytest.mark.timeout(60)
 ctx = mp.get_context("spawn")
@@ -101,7 +102,7 @@ def test_a_blocked_get_fails_fast_when_the_server_dies(server_process):
     errors = []
     with TCPStore("127.0.0.1", port, timeout=30) as client:
         client.check(["warm-up"])
-        blocked = threading.Thread(target=lambda: errors.append(_raises(client.get, "never")))
+        blocked = threading.Thread(target=lambda: errors.append(raised_by(client.get, "never")))
         blocked.start()
         # Make sure the get is parked on the server before killing it.
         with TCPStore("127.0.0.1", port, timeout=30) as probe:
@@ -112,13 +113,6 @@ def test_a_blocked_get_fails_fast_when_the_server_dies(server_process):
         assert not blocked.is_alive() and time.monotonic() - started < 5
     assert isinstance(errors[0], StoreConnectionError)
 
-
-def _raises(fn, *args):
-    try:
-        fn(*args)
-    except Exception as exc:  # noqa: BLE001 - the test inspects it
-        return exc
-    return None
 
 
 def test_a_killed_client_does_not_disturb_the_server_or_other_clients(server_process):

@@ -1,0 +1,25 @@
+"""Bounded waits for tests: poll a condition until it holds or a deadline passes."""
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Optional
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 10.0,
+               interval: float = 0.02) -> bool:
+    """True once `condition()` holds; False if `timeout` seconds pass first."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    return True
+
+
+def raised_by(fn: Callable[..., Any], *args: Any) -> Optional[BaseException]:
+    """The exception `fn(*args)` raises, or None (for calls made on another thread)."""
+    try:
+        fn(*args)
+    except Exception as exc:  # noqa: BLE001 - handed to the test to inspect
+        return exc
+    return None
