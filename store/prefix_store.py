@@ -66,6 +66,18 @@ class PrefixStore(Store):
         head = self._prefix + "/"
         return [k[len(head):] if k.startswith(head) else k for k in keys]
 
+    @property
+    def set_ephemeral(self):
+        """The underlying store's `set_ephemeral` under the prefix, where it has one.
+
+        Raises AttributeError otherwise, so ``getattr(store, "set_ephemeral", None)``
+        tells whether session-bound keys are available through this store.
+        """
+        inner = getattr(self._store, "set_ephemeral", None)
+        if inner is None:
+            raise AttributeError(f"{type(self._store).__name__} has no session-bound keys")
+        return lambda key, value: inner(self._key(key), value)
+
     def set(self, key: str, value: Value) -> None:
         self._store.set(self._key(key), value)
 

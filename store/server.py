@@ -5,6 +5,11 @@ KeySpace needs no lock. A blocking operation whose keys are missing is parked as
 `_Waiter` and answered from the change hook the moment its keys exist, or with a
 StoreTimeoutError when its deadline passes. Watchers get `STORE_WATCH_EVENT` pushes.
 
+Ephemeral keys (`STORE_SET_EPHEMERAL`) are owned by the connection that set them,
+like etcd leases or ZooKeeper ephemeral nodes: when the runtime reports that sender
+lost (connection closed, or ZMTP heartbeats missed), its keys are deleted through
+the KeySpace, so waiters and watchers hear of it like of any delete.
+
 Run on its own with ``python -m store.server --host H --port P``.
 """
 from __future__ import annotations
@@ -14,7 +19,7 @@ import collections
 import signal
 import sys
 import threading
-from typing import Any, Callable, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
 from actors.runtime import Actor, Future, Kind, Message, ProtocolError
 from actors.runtime.log import get_logger
@@ -46,6 +51,8 @@ class StoreServer:
         self._waiting: Dict[str, List[_Waiter]] = {}
         self._poppers: Dict[str, Deque[_Waiter]] = {}
         self._watchers: Dict[str, List[Message]] = {}
+        self._ephemeral_owner: Dict[str, bytes] = {}  # key -> identity of its connection
+        self._ephemeral_keys: Dict[bytes, Set[str]] = {}  # identity -> the keys it owns
         self._actor = Actor(f"tcp://{host}:{port}", name="store-server", num_worker_threads=1)
         handlers = {
             Kind.STORE_SET: self._set,
@@ -66,6 +73,8 @@ class StoreServer:
         for kind, handler in handlers.items():
             self._actor.register(kind, _on_payload(handler), inline=True)
         self._actor.register(Kind.STORE_WATCH_KEY, self._watch_key, inline=True)
+        self._actor.register(Kind.STORE_SET_EPHEMERAL, self._set_ephemeral, inline=True)
+        self._actor.on_sender_lost(self._on_sender_lost)
 
     @property
     def address(self) -> str:
@@ -142,9 +151,45 @@ class StoreServer:
     def _watch_key(self, msg: Message) -> None:
         self._watchers.setdefault(_key(msg.payload), []).append(msg)
 
+    # ---- ephemeral keys (mailbox thread) --------------------------------------------
+
+    def _set_ephemeral(self, msg: Message) -> None:
+        key, value = _key(msg.payload), _value(msg.payload, "value")
+        self._space.set(key, value)  # the change hook releases any previous owner
+        self._ephemeral_owner[key] = msg.sender
+        self._ephemeral_keys.setdefault(msg.sender, set()).add(key)
+
+    def _release_ephemeral(self, key: str) -> None:
+        """`key` was written or deleted: it no longer belongs to a connection."""
+        owner = self._ephemeral_owner.pop(key, None)
+        if owner is not None:
+            keys = self._ephemeral_keys.get(owner)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._ephemeral_keys[owner]
+
+    def _on_sender_lost(self, identity: bytes) -> None:
+        """A client connection closed: forget its watches, delete its ephemeral keys."""
+        for key in [k for k, watches in self._watchers.items()
+                    if any(w.sender == identity for w in watches)]:
+            kept = [w for w in self._watchers[key] if w.sender != identity]
+            if kept:
+                self._watchers[key] = kept
+            else:
+                del self._watchers[key]
+        keys = self._ephemeral_keys.pop(identity, None)
+        if not keys:
+            return
+        log.info("ephemeral_keys_expired", sender=identity.hex(), keys=sorted(keys))
+        for key in sorted(keys):
+            self._space.delete(key)
+
     # ---- change hooks (mailbox thread) ----------------------------------------------
 
     def _on_change(self, key: str, old: Optional[bytes], new: Optional[bytes]) -> None:
+        if key in self._ephemeral_owner:
+            self._release_ephemeral(key)
         if new is not None and key in self._waiting:
             for waiter in self._waiting.pop(key):
                 if waiter.future.done():

@@ -4,6 +4,11 @@ Each operation is one request/reply on the calling thread's own connection
 (`actors.runtime.Channel`). Blocking operations are timed on the server, which
 answers StoreTimeoutError at the deadline; the client waits a little longer for
 that answer. A lost server fails every call at once with StoreConnectionError.
+
+Watch pushes and ephemeral keys go over one long-lived session connection (a
+client-only actor made on first use), so an ephemeral key lives exactly as long as
+this client: `close()`, a killed process or a hung one (missed transport heartbeats)
+ends the session and the server deletes the key.
 """
 from __future__ import annotations
 
@@ -160,27 +165,46 @@ class TCPStore(Store):
     def queue_len(self, key: str) -> int:
         return self._call(Kind.STORE_QUEUE_LEN, {"key": check_key(key)})
 
+    def set_ephemeral(self, key: str, value: Value) -> None:
+        """Set `key`, owned by this client's session: deleted when the session ends.
+
+        The server deletes the key (waiters and watchers see a delete) once this
+        client's session connection closes or misses its transport heartbeats (~4 s).
+        A later plain `set` or `delete_key` of the key, by anyone, makes it ordinary.
+        """
+        payload = {"key": check_key(key), "value": to_bytes(value)}
+        self._session_call(Kind.STORE_SET_EPHEMERAL, payload, f"set_ephemeral({key!r})")
+
     def watch_key(self, key: str, callback: WatchCallback) -> None:
         """Register `callback(old, new)`; the server pushes each change, nothing polls."""
         key = check_key(key)
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         with self._watch_lock:
-            if self._watch_actor is None:
-                self._watchers = WatchDispatcher("actorgrad-tcpstore-watch")
-                self._watch_actor = Actor(None, name="store-watch", num_worker_threads=1)
-                self._watch_actor.on_push(Kind.STORE_WATCH_EVENT, self._on_watch_event)
-                self._watch_actor.start()
+            self._session()
             already_pushed = self._watchers.watched(key)
             self._watchers.add(key, callback)
             if already_pushed:
                 return
-        future = self._watch_actor.request(self._address, Kind.STORE_WATCH_KEY, {"key": key},
-                                           self.timeout)
+        self._session_call(Kind.STORE_WATCH_KEY, {"key": key}, f"watch_key({key!r})")
+
+    def _session(self) -> Actor:
+        """The long-lived session actor, started on first use (call under `_watch_lock`)."""
+        if self._watch_actor is None:
+            self._watchers = WatchDispatcher("actorgrad-tcpstore-watch")
+            self._watch_actor = Actor(None, name="store-session", num_worker_threads=1)
+            self._watch_actor.on_push(Kind.STORE_WATCH_EVENT, self._on_watch_event)
+            self._watch_actor.start()
+        return self._watch_actor
+
+    def _session_call(self, kind: Kind, payload: dict, what: str) -> Any:
+        with self._watch_lock:
+            session = self._session()
+        future = session.request(self._address, kind, payload, self.timeout)
         try:
-            future.wait(self.timeout + _REPLY_GRACE)
+            return future.wait(self.timeout + _REPLY_GRACE)
         except (PeerLostError, RequestTimeoutError) as exc:
-            raise StoreConnectionError(f"watch_key({key!r}) failed: {exc}") from None
+            raise StoreConnectionError(f"{what} failed: {exc}") from None
 
     def _on_watch_event(self, msg: Any) -> None:
         event = msg.payload

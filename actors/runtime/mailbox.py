@@ -86,6 +86,10 @@ class Mailbox:
         router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         router.setsockopt(zmq.RCVHWM, 0)
         router.setsockopt(zmq.SNDHWM, 0)
+        # Before bind: a listener takes the socket's options when it is bound, so
+        # heartbeats set later would never reach the connections it accepts.
+        router.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
+        router.setsockopt(zmq.HEARTBEAT_TIMEOUT, self._heartbeat_timeout_ms)
         if address.startswith("tcp://") and address.endswith(":0"):
             address = address[:-2] + ":*"
         try:
@@ -149,8 +153,6 @@ class Mailbox:
         if self._router is None or self._running:
             raise RuntimeError("track_senders needs a bound mailbox that has not started")
         self._on_sender_lost = on_sender_lost
-        self._router.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
-        self._router.setsockopt(zmq.HEARTBEAT_TIMEOUT, self._heartbeat_timeout_ms)
         self._router_monitor = self._router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
 
     def send_to_sender(self, identity: bytes, frames: List[Any]) -> None:

@@ -1,0 +1,166 @@
+"""The elastic agent: rendezvous, run the node's workers, restart them, report the end.
+
+torch's `SimpleElasticAgent._invoke_run`, on our store: after each rendezvous round
+the agent starts its workers with their ranks; then every `monitor_interval` it
+looks at them. A failed worker stops the group and costs one restart (re-rendezvous
+and start again) until `max_restarts` are used; nodes waiting to join make a
+healthy group restart too, for free, to take them in (a node waits only while the
+round has room: a newcomer, or a peer that restarted after its own worker failed).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+
+from actors.launch.config import LaunchConfig
+from actors.launch.workers import GroupState, WorkerFailure, WorkerGroup
+from actors.runtime.log import get_logger
+from store.base import Store
+from store.errors import StoreError
+from store.elastic import (DynamicRendezvousHandler, RendezvousError, RendezvousTimeout,
+                           StoreRendezvousBackend)
+
+log = get_logger(__name__)
+
+_MASTER_TIMEOUT = 60.0
+
+
+@dataclass
+class RunResult:
+    exitcode: int
+    failure: Optional[WorkerFailure] = None
+    message: str = ""
+
+
+class ElasticAgent:
+    """One node's agent over `store` (which the launcher opened, and closes)."""
+
+    def __init__(self, config: LaunchConfig, store: Store, stop: threading.Event):
+        self._config = config
+        self._store = store
+        self._stop = stop
+        conf = config.conf
+        timeout = RendezvousTimeout(join=conf("join_timeout", 600),
+                                    last_call=conf("last_call_timeout", 30),
+                                    close=conf("close_timeout", 30),
+                                    heartbeat=conf("heartbeat_timeout", 5))
+        self.handler = DynamicRendezvousHandler.from_backend(
+            config.run_id, store, StoreRendezvousBackend(store, config.run_id),
+            config.min_nodes, config.max_nodes, timeout=timeout,
+            keep_alive_interval=conf("keep_alive_interval", 5),
+            keep_alive_max_attempt=int(conf("keep_alive_max_attempt", 3)),
+            local_addr=config.local_addr)
+        self._group: Optional[WorkerGroup] = None
+        self._restarts_left = config.max_restarts
+        self._round_store: Optional[Store] = None
+        self._nodes = 0
+
+    @property
+    def restart_count(self) -> int:
+        return self._config.max_restarts - self._restarts_left
+
+    def run(self) -> RunResult:
+        """Run until the workers succeed, restarts run out, or `stop` is set."""
+        try:
+            return self._invoke_run()
+        except (RendezvousError, StoreError) as exc:
+            log.error("agent_rendezvous_failed", run_id=self._config.run_id, error=str(exc))
+            return RunResult(1, message=f"rendezvous failed: {type(exc).__name__}: {exc}")
+        finally:
+            self._stop_workers()
+            self.handler.shutdown()
+
+    def _invoke_run(self) -> RunResult:
+        self._start_round()
+        while not self._stop.wait(self._config.monitor_interval):
+            state = self._group.poll()
+            if state is GroupState.SUCCEEDED:
+                log.info("agent_workers_succeeded", run_id=self._config.run_id,
+                         restarts=self.restart_count)
+                self._exit_barrier()
+                return RunResult(0)
+            if state is GroupState.FAILED:
+                failure = self._group.first_failure()
+                log.warning("agent_worker_failed", run_id=self._config.run_id,
+                            rank=failure.rank, exitcode=failure.exitcode,
+                            restarts_left=self._restarts_left)
+                if self._restarts_left <= 0:
+                    return RunResult(1, failure, self._summary(failure))
+                self._restarts_left -= 1
+                self._restart("worker_failed")
+            elif self.handler.num_nodes_waiting() > 0:
+                # A node waits only while the round has room (fewer than max_nodes
+                # participants): a newcomer, or a peer that left to restart.
+                self._restart("nodes_waiting")
+        return RunResult(1, message="stopped by a signal")
+
+    def _restart(self, reason: str) -> None:
+        log.info("agent_restarting_workers", run_id=self._config.run_id, reason=reason,
+                 restart_count=self.restart_count)
+        self._stop_workers()
+        self._start_round()
+
+    def _start_round(self) -> None:
+        info = self.handler.next_rendezvous()
+        self._round_store, self._nodes = info.store, info.world_size
+        addr, port = self._master(info.rank, info.store)
+        envs = self._worker_envs(info.rank, info.world_size, addr, port)
+        python = [sys.executable, "-u"]
+        self._group = WorkerGroup.start(python + self._config.entry, envs)
+        log.info("agent_round_started", run_id=self._config.run_id, group_rank=info.rank,
+                 nodes=info.world_size, restart_count=self.restart_count,
+                 master=f"{addr}:{port}")
+
+    def _master(self, group_rank: int, round_store: Store):
+        """MASTER_ADDR/PORT: node 0 picks a free port and tells the others via the round store."""
+        if group_rank == 0:
+            port = _free_port(self._config.local_addr)
+            round_store.multi_set(["master_addr", "master_port"],
+                                  [self._config.local_addr, str(port)])
+        round_store.wait(["master_addr", "master_port"], _MASTER_TIMEOUT)
+        addr, port = round_store.multi_get(["master_addr", "master_port"])
+        return addr.decode(), int(port)
+
+    def _worker_envs(self, group_rank: int, nodes: int, addr: str, port: int
+                     ) -> List[Dict[str, str]]:
+        k = self._config.nproc_per_node
+        base = dict(os.environ, MASTER_ADDR=addr, MASTER_PORT=str(port),
+                    WORLD_SIZE=str(nodes * k), LOCAL_WORLD_SIZE=str(k),
+                    GROUP_RANK=str(group_rank), GROUP_WORLD_SIZE=str(nodes),
+                    RESTART_COUNT=str(self.restart_count),
+                    MAX_RESTARTS=str(self._config.max_restarts),
+                    ELASTIC_RUN_ID=self._config.run_id, PYTHONUNBUFFERED="1")
+        return [dict(base, RANK=str(group_rank * k + local), LOCAL_RANK=str(local))
+                for local in range(k)]
+
+    def _stop_workers(self) -> None:
+        if self._group is not None:
+            self._group.stop(self._config.stop_grace)
+            self._group = None
+
+    def _exit_barrier(self) -> None:
+        """Wait (bounded) for every node of the round to finish, so a store host outlives them."""
+        store, nodes = self._round_store, self._nodes
+        try:
+            if store.add("exit_barrier", 1) >= nodes:
+                store.set("exit_barrier_done", b"1")
+            store.wait(["exit_barrier_done"], self._config.exit_barrier_timeout)
+        except (TimeoutError, OSError, RuntimeError) as exc:
+            log.warning("agent_exit_barrier_incomplete", run_id=self._config.run_id,
+                        error=str(exc))
+
+    def _summary(self, failure: WorkerFailure) -> str:
+        return (f"elastic run {self._config.run_id!r} failed after "
+                f"{self.restart_count} restart(s) (max {self._config.max_restarts}):\n"
+                + failure.describe())
+
+
+def _free_port(host: str) -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]

@@ -1,0 +1,81 @@
+"""``python -m actors.launch``: parse the options, open the store, run the agent, report.
+
+Exit status: 0 when every worker succeeded; 1 with a summary on stderr naming the
+failed rank, its exit code or signal and the tail of its error; 128+N after signal N
+(SIGINT, SIGTERM), once every worker is stopped.
+"""
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from typing import Optional, Sequence
+
+from actors.launch.agent import ElasticAgent
+from actors.launch.config import LaunchConfig, parse_args
+from actors.runtime import AddressInUseError
+from actors.runtime.log import get_logger
+from store.errors import StoreError
+
+log = get_logger(__name__)
+
+_STORE_TIMEOUT = 60.0
+
+
+class SignalReceived(Exception):
+    """Raised in the main thread by SIGINT/SIGTERM, so any wait (a rendezvous too) ends."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def open_store(config: LaunchConfig):
+    """Host the rendezvous store if we can bind its endpoint, else connect to its host."""
+    from store.tcp_store import TCPStore
+
+    if config.standalone or config.rdzv_port == 0:
+        store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                         timeout=_STORE_TIMEOUT)
+        config.rdzv_port = store.port
+        return store
+    try:
+        return TCPStore(config.rdzv_host, config.rdzv_port, is_master=True,
+                        wait_for_workers=False, timeout=_STORE_TIMEOUT)
+    except AddressInUseError:
+        return TCPStore(config.rdzv_host, config.rdzv_port, timeout=_STORE_TIMEOUT)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    config = parse_args(argv)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        for other in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(other, signal.SIG_IGN)  # the cleanup must not be interrupted
+        stop.set()
+        raise SignalReceived(signum)
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, on_signal)
+    try:
+        store = open_store(config)
+    except SignalReceived as exc:
+        return 128 + exc.signum
+    except (StoreError, OSError) as exc:
+        print(f"actors.launch: cannot reach the rendezvous store at "
+              f"{config.rdzv_host}:{config.rdzv_port}: {exc}", file=sys.stderr)
+        return 1
+    log.info("agent_started", run_id=config.run_id, nnodes=f"{config.min_nodes}:"
+             f"{config.max_nodes}", nproc_per_node=config.nproc_per_node,
+             endpoint=f"{config.rdzv_host}:{config.rdzv_port}", entry=config.entry)
+    try:
+        result = ElasticAgent(config, store, stop).run()
+    except SignalReceived as exc:
+        log.info("agent_stopped_by_signal", run_id=config.run_id, signal=str(exc))
+        return 128 + exc.signum
+    finally:
+        store.close()
+    if result.exitcode != 0:
+        print(f"actors.launch: {result.message}", file=sys.stderr)
+    return result.exitcode

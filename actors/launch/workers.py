@@ -1,0 +1,177 @@
+"""One node's worker processes: start them, forward their output by rank, watch, stop.
+
+Each worker runs in its own process session, so stopping it reaches anything it
+started; on Linux it also gets SIGKILL if the agent dies without stopping it.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import enum
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, Deque, Dict, List, Optional
+
+from actors.runtime.log import get_logger
+
+log = get_logger(__name__)
+
+TAIL_LINES = 20
+_READER_JOIN = 5.0
+_PR_SET_PDEATHSIG = 1
+
+
+class GroupState(enum.Enum):
+    HEALTHY = "healthy"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+@dataclass
+class WorkerFailure:
+    """How one worker ended badly: its rank, exit code or signal, and its last error lines."""
+
+    rank: int
+    local_rank: int
+    pid: int
+    exitcode: int
+    tail: List[str]
+    when: float
+
+    def describe(self) -> str:
+        if self.exitcode < 0:
+            how = f"killed by signal {signal.Signals(-self.exitcode).name}"
+        else:
+            how = f"exit code {self.exitcode}"
+        lines = [f"worker rank {self.rank} (local rank {self.local_rank}, pid {self.pid}) "
+                 f"failed: {how}"]
+        if self.tail:
+            lines.append("last lines of its stderr:")
+            lines += [f"  {line}" for line in self.tail]
+        return "\n".join(lines)
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL when the agent dies (Linux), own session."""
+    os.setsid()
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class Worker:
+    """One worker process and the threads that copy its output with a rank prefix."""
+
+    def __init__(self, rank: int, local_rank: int, argv: List[str], env: Dict[str, str]):
+        self.rank, self.local_rank = rank, local_rank
+        self.tail: Deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     preexec_fn=_die_with_parent)
+        self._readers = [
+            threading.Thread(target=self._forward, args=(self.proc.stdout, sys.stdout, False),
+                             name=f"rank{rank}-stdout", daemon=True),
+            threading.Thread(target=self._forward, args=(self.proc.stderr, sys.stderr, True),
+                             name=f"rank{rank}-stderr", daemon=True),
+        ]
+        for reader in self._readers:
+            reader.start()
+        self.exited_at: Optional[float] = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _forward(self, source: IO[bytes], sink: IO[str], keep_tail: bool) -> None:
+        prefix = f"[rank{self.rank}]: "
+        for raw in source:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if keep_tail:
+                self.tail.append(line)
+            try:
+                sink.write(prefix + line + "\n")
+                sink.flush()
+            except (OSError, ValueError):
+                pass  # our own output is gone; keep draining so the worker never blocks
+        source.close()
+
+    def poll(self) -> Optional[int]:
+        code = self.proc.poll()
+        if code is not None and self.exited_at is None:
+            self.exited_at = time.time()
+        return code
+
+    def signal(self, signum: int) -> None:
+        try:
+            os.killpg(self.proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def join_output(self) -> None:
+        for reader in self._readers:
+            reader.join(_READER_JOIN)
+
+
+class WorkerGroup:
+    """The K workers this agent runs for one rendezvous round."""
+
+    def __init__(self, workers: List[Worker]):
+        self.workers = workers
+
+    @classmethod
+    def start(cls, argv: List[str], envs: List[Dict[str, str]]) -> "WorkerGroup":
+        workers = []
+        try:
+            for env in envs:
+                workers.append(Worker(int(env["RANK"]), int(env["LOCAL_RANK"]), argv, env))
+        except BaseException:
+            cls(workers).stop(0.0)
+            raise
+        log.info("workers_started", ranks=[w.rank for w in workers],
+                 pids=[w.pid for w in workers])
+        return cls(workers)
+
+    def poll(self) -> GroupState:
+        codes = [w.poll() for w in self.workers]
+        if any(code not in (None, 0) for code in codes):
+            return GroupState.FAILED
+        if all(code == 0 for code in codes):
+            return GroupState.SUCCEEDED
+        return GroupState.HEALTHY
+
+    def first_failure(self) -> Optional[WorkerFailure]:
+        """The earliest failed worker (ties by rank), with the tail of its stderr."""
+        failed = [w for w in self.workers if w.poll() not in (None, 0)]
+        if not failed:
+            return None
+        worker = min(failed, key=lambda w: (w.exited_at or 0.0, w.rank))
+        worker.join_output()
+        return WorkerFailure(worker.rank, worker.local_rank, worker.pid, worker.proc.returncode,
+                             list(worker.tail), worker.exited_at or time.time())
+
+    def stop(self, grace: float) -> None:
+        """SIGTERM every worker's process group, SIGKILL what is left after `grace` seconds."""
+        for worker in self.workers:
+            if worker.poll() is None:
+                worker.signal(signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for worker in self.workers:
+            try:
+                worker.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+        for worker in self.workers:
+            worker.signal(signal.SIGKILL)  # the group: also anything the worker started
+            try:
+                worker.proc.wait(_READER_JOIN)
+            except subprocess.TimeoutExpired:
+                log.error("worker_unkillable", rank=worker.rank, pid=worker.pid)
+            worker.join_output()
+        log.info("workers_stopped", ranks=[w.rank for w in self.workers],
+                 exitcodes=[w.proc.returncode for w in self.workers])

@@ -1,0 +1,202 @@
+"""`DynamicRendezvousHandler`: the public face of the rendezvous (torch's handler).
+
+It owns this node's identity, the state holder and executor, the liveness key and
+the keep-alive thread, and turns a completed round into `(store, rank, world_size)`
+with a store private to that round.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, NamedTuple, Optional
+
+from actors.runtime.log import get_logger
+from store.base import Store
+from store.elastic.backend import RendezvousBackend
+from store.elastic.errors import RendezvousError
+from store.elastic.executor import ChangeSignal, OpExecutor, StateHandler, StateHolder
+from store.elastic.liveness import NodeLiveness
+from store.elastic.operators import CloseOp, ExitOp, JoinOp, KeepAliveOp
+from store.elastic.settings import (NodeDesc, RendezvousSettings, RendezvousTimeout, Seconds,
+                                    new_node_desc)
+from store.prefix_store import PrefixStore
+
+log = get_logger(__name__)
+
+Clock = Callable[[], float]
+_JOIN_THREAD_TIMEOUT = 10.0
+
+
+class RendezvousInfo(NamedTuple):
+    store: Store
+    rank: int
+    world_size: int
+
+
+class DynamicRendezvousHandler:
+    """Rounds of rendezvous among between `min_nodes` and `max_nodes` nodes.
+
+    Build it with `from_backend`. `clock` (monotonic) and `wall_clock` (epoch
+    seconds) can be injected; the keep-alive thread waits in real time.
+    """
+
+    def __init__(self, node: NodeDesc, settings: RendezvousSettings, backend_name: str,
+                 store: Store, executor: OpExecutor, holder: StateHolder,
+                 liveness: NodeLiveness, peer_lost: ChangeSignal, clock: Clock):
+        self._node = node
+        self._settings = settings
+        self._backend_name = backend_name
+        self._store = store
+        self._executor = executor
+        self._holder = holder
+        self._liveness = liveness
+        self._peer_lost = peer_lost
+        self._clock = clock
+        self._heartbeat_thread: Optional[threading.Thread] = None
+        self._heartbeat_stop = threading.Event()
+
+    @classmethod
+    def from_backend(cls, run_id: str, store: Store, backend: RendezvousBackend,
+                     min_nodes: int, max_nodes: int,
+                     timeout: Optional[RendezvousTimeout] = None,
+                     keep_alive_interval: Seconds = 5, keep_alive_max_attempt: int = 3,
+                     *, local_addr: Optional[str] = None, clock: Clock = time.monotonic,
+                     wall_clock: Clock = time.time) -> "DynamicRendezvousHandler":
+        """A handler for run `run_id` whose state lives in `backend` and round stores in `store`."""
+        if not isinstance(store, Store):
+            raise TypeError(f"store must be a Store, got {type(store).__name__}")
+        if not isinstance(backend, RendezvousBackend):
+            raise TypeError(f"backend must be a RendezvousBackend, got {type(backend).__name__}")
+        settings = RendezvousSettings(run_id, min_nodes, max_nodes, timeout or RendezvousTimeout(),
+                                      keep_alive_interval, keep_alive_max_attempt)
+        node = new_node_desc(local_addr)
+        state_changed, peer_lost = ChangeSignal(), ChangeSignal()
+
+        def on_lost() -> None:
+            peer_lost.notify()
+            state_changed.notify()
+
+        liveness = NodeLiveness(store, run_id, on_lost, clock=clock)
+        holder = StateHolder(backend, settings, liveness, wall_clock)
+
+        def on_state(pair: Optional[tuple]) -> None:
+            holder.offer(pair)
+            state_changed.notify()
+
+        pushes = backend.watch(on_state)
+        executor = OpExecutor(node, holder, settings, state_changed, pushes, clock, wall_clock)
+        log.info("rendezvous_handler_created", run_id=run_id, node=str(node),
+                 min_nodes=min_nodes, max_nodes=max_nodes, backend=backend.name,
+                 liveness_keys=liveness.supported, timeout=repr(settings.timeout))
+        return cls(node, settings, backend.name, store, executor, holder, liveness, peer_lost,
+                   clock)
+
+    # ---- the handler API ----------------------------------------------------------
+
+    @property
+    def settings(self) -> RendezvousSettings:
+        return self._settings
+
+    @property
+    def node(self) -> NodeDesc:
+        return self._node
+
+    def get_backend(self) -> str:
+        return self._backend_name
+
+    def get_run_id(self) -> str:
+        return self._settings.run_id
+
+    def next_rendezvous(self) -> RendezvousInfo:
+        """Leave the current round, join the next, and return this node's place in it."""
+        self._stop_heartbeats()
+        self._log("rendezvous_join_started")
+        self._liveness.announce(self._node)
+        deadline = self._clock() + self._settings.timeout.join
+        self._run(ExitOp(), deadline, "exit")
+        state = self._run(JoinOp(), deadline, "join")
+        self._watch_peers(state)
+        self._start_heartbeats()
+        rank, world_size = state.participants[self._node], len(state.participants)
+        store = PrefixStore(f"elastic/rdzv/{self._settings.run_id}/round/{state.round}",
+                            self._store)
+        self._log("rendezvous_joined", round=state.round, rank=rank, world_size=world_size)
+        return RendezvousInfo(store, rank, world_size)
+
+    def is_closed(self) -> bool:
+        return self._query().closed
+
+    def set_closed(self) -> None:
+        """Close the rendezvous: every join from now on raises RendezvousClosedError."""
+        self._run(CloseOp(), self._clock() + self._settings.timeout.close, "close")
+        self._log("rendezvous_closed")
+
+    def num_nodes_waiting(self) -> int:
+        """Nodes on the wait list, that would join if the group restarted."""
+        return len(self._query().wait_list)
+
+    def shutdown(self) -> bool:
+        """Stop heart-beating and close the rendezvous; False (logged) if closing failed."""
+        self._stop_heartbeats()
+        try:
+            self.set_closed()
+        except RendezvousError as exc:
+            self._log("rendezvous_shutdown_failed", error=str(exc))
+            return False
+        return True
+
+    # ---- internals ----------------------------------------------------------------
+
+    def _run(self, op: StateHandler, deadline: float, operation: str):
+        return self._executor.run(op, deadline, operation)
+
+    def _query(self):
+        with self._executor.lock:
+            self._holder.sync(fresh=True)
+            return self._holder.state
+
+    def _log(self, event: str, **fields) -> None:
+        log.info(event, run_id=self._settings.run_id, node=str(self._node),
+                 **{**self._holder.state.summary(), **fields})
+
+    def _watch_peers(self, state) -> None:
+        """Be woken when a peer's liveness key goes (registered after the join, off its path)."""
+        self._liveness.watch((set(state.participants) | state.wait_list) - {self._node})
+
+    def _start_heartbeats(self) -> None:
+        self._heartbeat_stop.clear()
+        self._heartbeat_thread = threading.Thread(
+            target=self._heartbeat_loop, name=f"rdzv-keep-alive-{self._node.local_id}",
+            daemon=True)
+        self._heartbeat_thread.start()
+
+    def _stop_heartbeats(self) -> None:
+        thread = self._heartbeat_thread
+        if thread is None:
+            return
+        self._heartbeat_stop.set()
+        self._peer_lost.notify()
+        thread.join(_JOIN_THREAD_TIMEOUT)
+        self._heartbeat_thread = None
+
+    def _heartbeat_loop(self) -> None:
+        """Keep-alive every interval, and at once when a peer's liveness key goes away."""
+        interval = self._settings.keep_alive_interval
+        while not self._heartbeat_stop.is_set():
+            generation = self._peer_lost.mark()
+            self._peer_lost.wait_since(generation, interval)
+            if self._heartbeat_stop.is_set():
+                return
+            self.keep_alive()
+
+    def keep_alive(self) -> None:
+        """One keep-alive: refresh the liveness key and, if due, the heartbeat in the state."""
+        try:
+            self._liveness.announce(self._node)
+            self._run(KeepAliveOp(), self._clock() + self._settings.timeout.heartbeat,
+                      "keep_alive")
+            log.debug("rendezvous_keep_alive", run_id=self._settings.run_id,
+                      node=str(self._node))
+            self._watch_peers(self._holder.state)
+        except (RendezvousError, OSError) as exc:
+            self._log("rendezvous_keep_alive_failed", error=str(exc))

@@ -1,0 +1,100 @@
+"""Run `python -m actors.launch` as a real subprocess and read its output with deadlines."""
+from __future__ import annotations
+
+import os
+import pathlib
+import queue
+import select
+import subprocess
+import sys
+import threading
+import time
+from typing import List, Optional
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+AGENT_TIMEOUT = 60.0
+
+
+class Agent:
+    """One launcher process; its merged output is kept line by line."""
+
+    def __init__(self, args: List[str], cwd: Optional[pathlib.Path] = None):
+        env = dict(os.environ, PYTHONPATH=str(ROOT), ACTORGRAD_LOG_LEVEL="warning")
+        self.proc = subprocess.Popen([sys.executable, "-m", "actors.launch", *args],
+                                     cwd=str(cwd or ROOT), env=env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+        self.lines: List[str] = []
+        self._queue: "queue.Queue[Optional[str]]" = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def _drain(self, timeout: float) -> Optional[str]:
+        line = self._queue.get(timeout=timeout)
+        if line is not None:
+            self.lines.append(line)
+        return line
+
+    def wait_for_line(self, text: str, timeout: float = AGENT_TIMEOUT) -> str:
+        """The first output line (from now on, or already read) containing `text`."""
+        for line in self.lines:
+            if text in line:
+                return line
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                line = self._drain(max(0.0, remaining)) if remaining > 0 else None
+            except queue.Empty:
+                line = None
+            if line is None:
+                raise AssertionError(f"no line with {text!r} within {timeout}s:\n"
+                                     + "\n".join(self.lines))
+            if text in line:
+                return line
+
+    def finish(self, timeout: float = AGENT_TIMEOUT) -> int:
+        """Wait for the agent to exit (bounded) and all of its output to be read."""
+        code = self.proc.wait(timeout)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if self._drain(max(0.0, deadline - time.monotonic())) is None:
+                    break
+            except queue.Empty:
+                break
+        return code
+
+    @property
+    def output(self) -> str:
+        return "\n".join(self.lines)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def wait_gone(pid: int, timeout: float) -> bool:
+    """True once process `pid` has exited (zombies count as exited), within `timeout`."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(int(timeout * 1000)))
+    finally:
+        os.close(fd)
+
+
+def kill_quietly(pid: int) -> None:
+    try:
+        os.kill(pid, 9)
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,110 @@
+"""Session-bound keys of the TCPStore: deleted, and watchers told, when their client goes."""
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from store import HashStore, TCPStore
+from store.elastic import DynamicRendezvousHandler, StoreRendezvousBackend
+from tests.store.processes import ctx
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def master():
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    yield store
+    store.close()
+
+
+def client(master):
+    return TCPStore("127.0.0.1", master.port, timeout=10)
+
+
+def deletion_event(store, key):
+    gone = threading.Event()
+    store.watch_key(key, lambda old, new: gone.set() if new is None else None)
+    return gone
+
+
+def test_an_ephemeral_key_lives_as_long_as_its_client(master):
+    owner = client(master)
+    owner.set_ephemeral("alive/a", "1")
+    assert master.get("alive/a") == b"1"
+    gone = deletion_event(master, "alive/a")
+    owner.close()
+    assert gone.wait(5)
+    assert not master.check(["alive/a"])
+
+
+def _set_and_hang(port, ready):
+    store = TCPStore("127.0.0.1", port, timeout=10)
+    store.set_ephemeral("alive/killed", b"1")
+    ready.set()
+    threading.Event().wait(60)
+
+
+def test_an_ephemeral_key_is_deleted_within_3s_when_its_process_is_killed(master):
+    ready = ctx.Event()
+    proc = ctx.Process(target=_set_and_hang, args=(master.port, ready), daemon=True)
+    proc.start()
+    try:
+        assert ready.wait(30)
+        gone = deletion_event(master, "alive/killed")
+        killed = time.monotonic()
+        os.kill(proc.pid, signal.SIGKILL)
+        assert gone.wait(3.0)
+        assert time.monotonic() - killed < 3.0
+    finally:
+        proc.kill()
+        proc.join(5)
+
+
+def test_a_plain_set_makes_an_ephemeral_key_ordinary(master):
+    owner, other = client(master), client(master)
+    try:
+        owner.set_ephemeral("k", "session")
+        other.set("k", "plain")
+        owner.close()
+        assert master.get("k") == b"plain"
+    finally:
+        other.close()
+
+
+def test_setting_an_ephemeral_key_again_moves_it_to_the_new_session(master):
+    first, second = client(master), client(master)
+    try:
+        first.set_ephemeral("k", "one")
+        second.set_ephemeral("k", "two")
+        first.close()
+        assert master.get("k") == b"two"
+        gone = deletion_event(master, "k")
+        second.close()
+        assert gone.wait(5)
+    finally:
+        second.close()
+
+
+def test_a_store_without_sessions_still_rendezvous_on_the_keep_alive_window_alone():
+    store = HashStore(timeout=5)
+    handler = DynamicRendezvousHandler.from_backend("solo", store,
+                                                    StoreRendezvousBackend(store, "solo"), 1, 1)
+    info = handler.next_rendezvous()
+    assert (info.rank, info.world_size) == (0, 1)
+    info.store.set("x", "1")
+    assert store.get("elastic/rdzv/solo/round/0/x") == b"1"  # a store private to the round
+    handler.shutdown()
+    assert handler.is_closed()
+
+
+def test_a_prefix_store_passes_ephemeral_keys_through_when_its_store_has_them():
+    from store import HashStore, PrefixStore, TCPStore
+
+    assert getattr(PrefixStore("p", HashStore()), "set_ephemeral", None) is None
+    with TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=5) as server:
+        prefixed = PrefixStore("job", server)
+        prefixed.set_ephemeral("alive", b"1")
+        assert server.get("job/alive") == b"1"

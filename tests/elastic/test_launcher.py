@@ -1,0 +1,170 @@
+"""`python -m actors.launch`: real agents, real worker processes, real failures."""
+import os
+import signal
+import textwrap
+
+import pytest
+
+from tests.elastic.launcher import Agent, kill_quietly, wait_gone
+from tests.net import free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+FAST_CONF = "last_call_timeout=0.3,keep_alive_interval=0.5"
+
+
+def script(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+@pytest.fixture
+def agents():
+    started = []
+    yield started
+    for agent in started:
+        agent.kill()
+
+
+def launch(agents, *args):
+    agent = Agent(list(args))  # cwd: the repository, so examples/ paths work
+    agents.append(agent)
+    return agent
+
+
+def test_a_script_that_fails_once_succeeds_after_a_restart(tmp_path, agents):
+    path = script(tmp_path, "once.py", """
+        import os, sys
+        rank, restart = os.environ["RANK"], os.environ["RESTART_COUNT"]
+        print(f"rank {rank} restart {restart}")
+        if rank == "1" and restart == "0":
+            sys.exit(3)
+        """)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--max-restarts", "2", path)
+    assert agent.finish() == 0, agent.output
+    assert "[rank1]: rank 1 restart 0" in agent.output
+    assert "[rank0]: rank 0 restart 1" in agent.output and "[rank1]: rank 1 restart 1" in \
+        agent.output
+
+
+def test_workers_get_the_environment_that_init_rpc_reads(tmp_path, agents):
+    path = script(tmp_path, "env.py", """
+        import json, os
+        names = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                 "MASTER_ADDR", "MASTER_PORT", "RESTART_COUNT"]
+        print("ENV " + json.dumps({n: os.environ[n] for n in names}))
+        """)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", path)
+    assert agent.finish() == 0, agent.output
+    envs = sorted((line.split("ENV ", 1)[1] for line in agent.lines if "ENV " in line))
+    import json
+    envs = sorted((json.loads(e) for e in envs), key=lambda e: e["RANK"])
+    assert [(e["RANK"], e["LOCAL_RANK"], e["WORLD_SIZE"], e["LOCAL_WORLD_SIZE"],
+             e["GROUP_RANK"], e["RESTART_COUNT"]) for e in envs] == [
+        ("0", "0", "2", "2", "0", "0"), ("1", "1", "2", "2", "0", "0")]
+    assert envs[0]["MASTER_ADDR"] == "127.0.0.1" and envs[0]["MASTER_PORT"] == \
+        envs[1]["MASTER_PORT"]
+
+
+@pytest.mark.parametrize("how,expected", [
+    ("sys.exit(7)", "exit code 7"),
+    ("os.kill(os.getpid(), signal.SIGKILL)", "killed by signal SIGKILL"),
+])
+def test_a_script_that_always_fails_exhausts_restarts_with_a_summary(tmp_path, agents, how,
+                                                                      expected):
+    path = script(tmp_path, "fail.py", f"""
+        import os, signal, sys
+        if os.environ["RANK"] == "1":
+            print("ValueError: bad batch 42", file=sys.stderr, flush=True)
+            {how}
+        """)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", path)
+    assert agent.finish() == 1
+    summary = agent.output[agent.output.index("actors.launch: elastic run"):]
+    assert "failed after 1 restart(s) (max 1)" in summary
+    assert "worker rank 1 (local rank 1" in summary and expected in summary
+    assert "ValueError: bad batch 42" in summary
+
+
+def test_scale_up_when_a_second_agent_arrives(tmp_path, agents):
+    path = script(tmp_path, "grow.py", """
+        import os, sys, time
+        print(f"world {os.environ['WORLD_SIZE']} group {os.environ['GROUP_RANK']}", flush=True)
+        if os.environ["WORLD_SIZE"] == "2":
+            sys.exit(0)
+        time.sleep(60)  # a long job: the agent restarts it when the second node arrives
+        sys.exit(1)
+        """)
+    port = free_port()
+    common = ["--nnodes", "1:2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "grow",
+              "--rdzv-conf", FAST_CONF]
+    first = launch(agents, *common, path)
+    first.wait_for_line("world 1 group 0")
+    second = launch(agents, *common, path)
+    assert second.finish() == 0, second.output
+    assert first.finish() == 0, first.output
+    assert "world 2" in first.output and "world 2" in second.output
+
+
+def test_sigterm_to_the_agent_stops_every_worker_and_leaves_no_orphan(tmp_path, agents):
+    path = script(tmp_path, "hang.py", """
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        print(f"PIDS {os.getpid()} {child.pid}", flush=True)
+        time.sleep(60)
+        """)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", path)
+    pids = []
+    try:
+        for rank in (0, 1):
+            line = agent.wait_for_line(f"[rank{rank}]: PIDS")
+            pids += [int(p) for p in line.split("PIDS ")[1].split()]
+        agent.proc.send_signal(signal.SIGTERM)
+        assert agent.finish(30) == 128 + signal.SIGTERM
+        survivors = [pid for pid in pids if not wait_gone(pid, 10)]
+        assert survivors == [], f"orphans left: {survivors}"
+    finally:
+        for pid in pids:
+            kill_quietly(pid)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--nnodes", "3:2", "x.py"], "need 1 <= MIN <= MAX"),
+    (["--nnodes", "two", "x.py"], "--nnodes must be N or MIN:MAX"),
+    (["--nnodes", "2", "x.py"], "--rdzv-endpoint is required"),
+    (["--rdzv-conf", "bogus=1", "--standalone", "x.py"], "--rdzv-conf item 'bogus=1'"),
+])
+def test_bad_launcher_arguments_fail_with_a_clear_error(agents, args, message):
+    agent = launch(agents, *args)
+    assert agent.finish() == 2
+    assert message in agent.output
+
+
+def test_the_example_resumes_from_its_checkpoint_after_a_worker_is_killed(tmp_path, agents):
+    checkpoint = tmp_path / "ckpt.npz"
+    port = free_port()
+    common = ["--nnodes", "2", "--nproc-per-node", "1", "--rdzv-endpoint", f"127.0.0.1:{port}",
+              "--rdzv-id", "train", "--max-restarts", "2", "--rdzv-conf", FAST_CONF,
+              "examples/elastic_train.py", "--steps", "60", "--checkpoint-every", "10",
+              "--step-delay", "0.05", "--checkpoint", str(checkpoint)]
+    pair = [launch(agents, *common), launch(agents, *common)]
+    starts = [agent.wait_for_line("restart 0: resuming at step 0") for agent in pair]
+    chief, other = pair if starts[0].startswith("[rank0]") else pair[::-1]
+    chief.wait_for_line("step 20 loss")  # rank 0 has checkpointed at least twice
+    victim = other.wait_for_line("[rank1]: ").split("(PID ")[1].rstrip(")")
+    os.kill(int(victim), signal.SIGKILL)
+    first, second = pair
+    assert second.finish() == 0, second.output
+    assert first.finish() == 0, first.output
+    resumed = [line for line in first.lines + second.lines if "restart 1: resuming" in line]
+    assert resumed and all("at step 0" not in line for line in resumed), resumed
+    assert "step 60 loss" in first.output + second.output
+
+
+def test_an_agent_that_finds_no_peers_in_time_exits_with_the_rendezvous_timeout(tmp_path, agents):
+    path = script(tmp_path, "never.py", "raise SystemExit(5)\n")
+    agent = launch(agents, "--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+                   "--rdzv-conf", "join_timeout=1", path)
+    assert agent.finish() == 1
+    assert "rendezvous failed: RendezvousTimeoutError" in agent.output
