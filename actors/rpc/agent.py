@@ -203,10 +203,11 @@ class RpcAgent:
     def _mark_lost(self, peer: WorkerInfo) -> None:
         if peer.name not in self._lost:
             self._lost.add(peer.name)
-            if not self._leaving:
-                log.warning("rpc_worker_lost", worker=self.name, lost=peer.name)
-                for _, hook in hook_registry.hooks():
-                    hook.worker_lost(peer)
+            # While everyone leaves, peers going away is expected: no warning then.
+            (log.info if self._leaving else log.warning)(
+                "rpc_worker_lost", worker=self.name, lost=peer.name)
+            for _, hook in hook_registry.hooks():
+                hook.worker_lost(peer)
 
     def _on_sender_lost(self, identity: bytes) -> None:
         rank = self._sender_ranks.pop(identity, None)
@@ -320,7 +321,7 @@ class RpcAgent:
             for round_ in ("drained", "drained-again"):
                 self.wait_idle(timeout)
                 barrier(self.store, f"shutdown/{round_}", self.world_size, timeout)
-            self._leaving = True  # from here on, peers going away is expected
+                self._leaving = True  # every worker is in shutdown: departures are expected
             self.wait_idle(timeout)
             # Rank 0 may host the store: it closes only after everyone's last store call.
             if self.store.add("barriers/shutdown/left", 1) == self.world_size:
