@@ -14,7 +14,9 @@ import itertools
 import threading
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
-from actors.runtime import Actor, Future, Kind, Message, PeerLostError
+import zmq
+
+from actors.runtime import Actor, ActorError, Future, Kind, Message, PeerLostError
 from actors.runtime.channel import Channel
 from actors.runtime.futures import completed, failed
 from actors.runtime.log import get_logger
@@ -28,6 +30,8 @@ from .owners import OwnerTable
 from .world import barrier, join_world
 
 log = get_logger(__name__)
+
+_CONNECT_TIMEOUT = 5.0
 
 
 class RpcAgent:
@@ -157,7 +161,7 @@ class RpcAgent:
         """Turn a failure to pickle the request into a TypeError that names the callee."""
         try:
             yield
-        except (RpcNotInitializedError, PeerLostError, TimeoutError):
+        except (RpcNotInitializedError, PeerLostError, TimeoutError, ActorError, zmq.ZMQError):
             raise
         except Exception as exc:
             if getattr(exc, "remote_traceback", None) is not None:
@@ -170,7 +174,10 @@ class RpcAgent:
             with self._idle:
                 channel = self._channels.get(info.id)
                 if channel is None:
-                    channel = Channel(self.directory.address(info), connect_timeout=self.timeout)
+                    # Every worker of the world listens before it registers: a peer
+                    # that cannot be reached soon is gone.
+                    channel = Channel(self.directory.address(info),
+                                      connect_timeout=min(self.timeout, _CONNECT_TIMEOUT))
                     self._channels[info.id] = channel
         return channel
 

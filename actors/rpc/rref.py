@@ -67,7 +67,7 @@ class RRef:
         if not self.is_owner():
             raise RRefError(f"local_value() of {self!r} called on worker "
                             f"{self._agent.name!r}; only the owner {self._owner.name!r} has it")
-        return self._agent.owners.value(self._rref_id).wait()
+        return self._agent.owners.value(self._rref_id).wait(self._agent.timeout or None)
 
     def to_here(self, timeout: Optional[float] = None) -> Any:
         """A copy of the value, fetched from the owner (`timeout` as for rpc_sync)."""

@@ -144,7 +144,15 @@ class Actor:
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         future = Future()
-        self._mailbox.call_soon(self._send_request, peer, kind, req_id, frames, future, timeout)
+        deadline = None if not timeout or timeout <= 0 else time.monotonic() + timeout
+        # Registered here, not on the I/O thread, so that stop() fails it even if the
+        # I/O thread never gets to send it.
+        self._pending[req_id] = _Pending(future, peer, kind, deadline, timeout)
+        try:
+            self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
+        except ActorStoppedError:
+            self._pending.pop(req_id, None)
+            raise
         return future
 
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:
@@ -185,16 +193,17 @@ class Actor:
 
     # ---- I/O thread: requests -----------------------------------------------------
 
-    def _send_request(self, peer: str, kind: int, req_id: int, frames: list, future: Future,
-                      timeout: Optional[float]) -> None:
-        deadline = None
-        if timeout is not None and timeout > 0:
-            deadline = time.monotonic() + timeout
-            if not self._sweeping:
-                self._sweeping = True
-                self._mailbox.call_later(min(timeout, _SWEEP_INTERVAL), self._sweep)
-        self._pending[req_id] = _Pending(future, peer, kind, deadline, timeout)
-        self._mailbox._send_to_peer(peer, frames)
+    def _send_request(self, peer: str, req_id: int, frames: list,
+                      deadline: Optional[float]) -> None:
+        if deadline is not None and not self._sweeping:
+            self._sweeping = True
+            self._mailbox.call_later(_SWEEP_INTERVAL, self._sweep)
+        try:
+            self._mailbox._send_to_peer(peer, frames)
+        except Exception as exc:  # noqa: BLE001 - e.g. an address ZeroMQ cannot connect to
+            pending = self._pending.pop(req_id, None)
+            if pending is not None:
+                pending.future.set_exception(PeerLostError(peer, f"cannot send: {exc}"))
 
     def _sweep(self) -> None:
         """Fail the requests whose deadline passed; come back while any has a deadline."""
@@ -246,9 +255,12 @@ class Actor:
         handler(Message(header.kind, header.req_id, header.flags, payload, peer=peer))
 
     def _on_peer_lost(self, peer: str, reason: str) -> None:
-        for callback in self._peer_lost_callbacks:
-            callback(peer)
         self._fail_pending(lambda p: p.peer == peer, PeerLostError(peer, reason))
+        for callback in self._peer_lost_callbacks:
+            try:
+                callback(peer)
+            except Exception:  # noqa: BLE001 - one faulty listener must not stop the others
+                log.exception("peer_lost_callback_failed", actor=self.name, peer=peer)
 
     def _fail_pending(self, which: Callable[[_Pending], bool], exc: BaseException) -> None:
         lost = [rid for rid, p in list(self._pending.items()) if which(p)]

@@ -21,8 +21,8 @@ from . import envelope
 from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from .protocol import ERROR, RESPONSE
 from .serialization import exception_from_payload
+from .sockets import open_dealer
 
-_MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 # How long a waiting call may go without looking at the monitor for a lost peer.
 _SLICE_MS = 50
 
@@ -30,18 +30,14 @@ _SLICE_MS = 50
 class _Connection:
     """One thread's DEALER to the peer, its monitor, and whether the handshake is done."""
 
-    __slots__ = ("connected", "ever_connected", "monitor", "socket")
+    __slots__ = ("connected", "drops", "ever_connected", "monitor", "socket")
 
     def __init__(self, ctx: zmq.Context, address: str, heartbeat_ms: int, timeout_ms: int):
-        self.socket = ctx.socket(zmq.DEALER)
-        self.socket.setsockopt(zmq.LINGER, 0)
-        self.socket.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
-        self.socket.setsockopt(zmq.HEARTBEAT_TIMEOUT, timeout_ms)
+        self.socket, self.monitor = open_dealer(ctx, address, heartbeat_ms, timeout_ms)
         self.socket.setsockopt(zmq.RCVTIMEO, _SLICE_MS)
-        self.monitor = self.socket.get_monitor_socket(_MONITOR_EVENTS)
-        self.socket.connect(address)
         self.connected = False
         self.ever_connected = False
+        self.drops = 0  # disconnections seen: a call spanning one lost its request
 
     def read_monitor(self) -> None:
         while self.monitor.poll(0):
@@ -50,6 +46,7 @@ class _Connection:
                 self.connected = self.ever_connected = True
             elif event == zmq.EVENT_DISCONNECTED:
                 self.connected = False
+                self.drops += 1
 
     def close(self) -> None:
         self.monitor.close(0)
@@ -90,6 +87,7 @@ class Channel:
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload)
         conn = self._connection(self.connect_timeout)
+        drops = conn.drops
         conn.socket.send_multipart(frames, copy=False)
         while True:
             try:
@@ -98,7 +96,7 @@ class Channel:
                 reply = conn.socket.recv_multipart(copy=False)
             except zmq.Again:
                 conn.read_monitor()
-                if not conn.connected:
+                if not conn.connected or conn.drops != drops:
                     raise PeerLostError(self.address, "connection lost") from None
                 if deadline is not None and time.monotonic() >= deadline:
                     raise RequestTimeoutError(

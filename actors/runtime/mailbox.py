@@ -20,12 +20,12 @@ from zmq.utils.monitor import recv_monitor_message
 
 from .errors import ActorStoppedError, AddressInUseError
 from .log import get_logger
+from .sockets import open_dealer
 
 log = get_logger(__name__)
 
 # Batch bound per socket and poll round, so one busy socket cannot starve the others.
 _RECV_BATCH = 64
-_MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 
 
 class TimerHandle:
@@ -69,6 +69,7 @@ class Mailbox:
         self._monitors: Dict[zmq.Socket, str] = {}
         self._connected: Dict[str, bool] = {}
         self._commands: "collections.deque[tuple]" = collections.deque()
+        self._wake_lock = threading.Lock()
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         os.set_blocking(self._wake_w, False)
@@ -186,14 +187,8 @@ class Mailbox:
     def _dealer(self, address: str) -> zmq.Socket:
         dealer = self._dealers.get(address)
         if dealer is None:
-            dealer = self._ctx.socket(zmq.DEALER)
-            dealer.setsockopt(zmq.LINGER, 0)
-            dealer.setsockopt(zmq.SNDHWM, 0)
-            dealer.setsockopt(zmq.RCVHWM, 0)
-            dealer.setsockopt(zmq.HEARTBEAT_IVL, self._heartbeat_ms)
-            dealer.setsockopt(zmq.HEARTBEAT_TIMEOUT, self._heartbeat_timeout_ms)
-            monitor = dealer.get_monitor_socket(_MONITOR_EVENTS)
-            dealer.connect(address)
+            dealer, monitor = open_dealer(self._ctx, address, self._heartbeat_ms,
+                                          self._heartbeat_timeout_ms)
             self._dealers[address] = dealer
             self._dealer_peers[dealer] = address
             self._monitors[monitor] = address
@@ -203,12 +198,15 @@ class Mailbox:
         return dealer
 
     def _wake(self) -> None:
-        try:
-            os.write(self._wake_w, b"\0")
-        except BlockingIOError:
-            pass  # the pipe is full, so a wake-up is already pending
-        except OSError:
-            pass  # closed during stop
+        # Under the lock that guards closing: a closed descriptor's number may be
+        # reused by another file at once, and must never be written to.
+        with self._wake_lock:
+            if self._wake_w is None:
+                return
+            try:
+                os.write(self._wake_w, b"\0")
+            except BlockingIOError:
+                pass  # the pipe is full, so a wake-up is already pending
 
     def _loop(self) -> None:
         poller = self._poller
@@ -324,10 +322,10 @@ class Mailbox:
             self._router_monitor.close(0)
         if self._router is not None:
             self._router.close(0)
-        for fd in (self._wake_r, self._wake_w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        with self._wake_lock:
+            for fd in (self._wake_r, self._wake_w):
+                if fd is not None:
+                    os.close(fd)
+            self._wake_r = self._wake_w = None
         self._ctx.term()
         self._stopping = True

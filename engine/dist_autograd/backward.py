@@ -91,8 +91,23 @@ def backward(context_id: int, roots: Sequence[Tensor], retain_graph: bool = Fals
     try:
         for future in _send(messages, last_waits_here=True):
             future.wait()
+        _warn_if_unfinished(ctx, part)
     finally:
         ctx.passes.pop(pass_id, None)
+
+
+def _warn_if_unfinished(ctx: AutogradContext, part: BackwardPass) -> None:
+    """FAST mode's blind spot, made visible: nodes still waiting when the pass is over.
+
+    A send function whose recv side got no gradient (an RPC output the loss does not
+    use) never runs, and nodes that also depend on it get no gradient.
+    """
+    with ctx.lock:
+        waiting = sum(1 for count in part.task.dependencies.values() if count > 0)
+    if waiting:
+        log.warning("dist_backward_incomplete", context_id=ctx.id, nodes_not_run=waiting,
+                    hint="an RPC output the loss does not use leaves its send function "
+                         "without a gradient (FAST mode)")
 
 
 def send_gradients(recv, grads: List[Optional[np.ndarray]]) -> None:

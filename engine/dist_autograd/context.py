@@ -9,6 +9,7 @@ and the backward passes under way. Ids are ``(rank << 48) | counter``.
 from __future__ import annotations
 
 import itertools
+from collections import OrderedDict
 import threading
 from contextlib import contextmanager
 from typing import Dict, Iterator, List, Optional, Set
@@ -22,6 +23,7 @@ from .errors import UnknownContextError
 from .functions import RecvFunction, SendFunction
 
 RANK_SHIFT = 48
+_RELEASED_KEPT = 10_000
 
 
 class BackwardPass:
@@ -77,6 +79,9 @@ class ContextContainer:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._contexts: Dict[int, AutogradContext] = {}
+        # Recently released ids: a call still in flight when its context was released
+        # must not bring the context back (nobody would release it again).
+        self._released: "OrderedDict[int, None]" = OrderedDict()
         self._counter = itertools.count(1)
         self._local = threading.local()
 
@@ -89,10 +94,13 @@ class ContextContainer:
             self._contexts[context.id] = context
         return context
 
-    def get_or_create(self, context_id: int) -> AutogradContext:
+    def get_or_create(self, context_id: int) -> Optional[AutogradContext]:
+        """The context, created on first sight; None if it was released already."""
         with self._lock:
             context = self._contexts.get(context_id)
             if context is None:
+                if context_id in self._released:
+                    return None
                 context = self._contexts[context_id] = AutogradContext(context_id)
             return context
 
@@ -107,6 +115,9 @@ class ContextContainer:
 
     def release(self, context_id: int) -> Optional[AutogradContext]:
         with self._lock:
+            self._released[context_id] = None
+            if len(self._released) > _RELEASED_KEPT:
+                self._released.popitem(last=False)
             return self._contexts.pop(context_id, None)
 
     def created_by(self, rank: int) -> List[int]:

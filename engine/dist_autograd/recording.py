@@ -105,6 +105,8 @@ class DistAutogradHook(RpcHook):
             return contextlib.nullcontext()
         context_id, message_id = tag
         context = container.get_or_create(context_id)
+        if context is None:  # released while this call was in flight
+            return contextlib.nullcontext()
         record_recv(context, message_id, envelope.peer, envelope.payload)
         return container.using(context)
 

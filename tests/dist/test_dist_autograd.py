@@ -200,3 +200,11 @@ def test_tensors_nested_in_containers_and_user_objects_are_recorded(world3):
     np.testing.assert_allclose(grads[a], [2.0, 2.0])
     np.testing.assert_allclose(grads[b], [6.0, 6.0])
     np.testing.assert_allclose(grads[c], [2.0, 2.0])
+
+
+def test_a_call_still_in_flight_when_its_context_is_released_does_not_revive_it(world3):
+    with dist_autograd.context():
+        a = engine.ones(2, requires_grad=True)
+        late = actors.rpc_async("worker1", workers.sleep_then_add, args=(a, a, 0.3))
+    assert late.wait(10) is not None
+    assert wait_until(lambda: actors.rpc_sync("worker1", workers.contexts_alive) == 0)

@@ -78,7 +78,7 @@ def test_an_unreachable_server_is_a_connection_error_within_the_timeout():
     started = time.monotonic()
     with pytest.raises(StoreConnectionError, match="unreachable"):
         TCPStore("127.0.0.1", free_port(), timeout=0.5)
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 5
 
 
 def test_a_killed_server_makes_clients_fail_fast_with_a_connection_error(server_process):
