@@ -10,7 +10,7 @@ import engine
 from actors.rpc import WorkerLostError
 from engine import dist_autograd, optim
 from engine.optim import DistributedOptimizer
-from tests.dist import workers
+from tests.dist_autograd import workers
 from tests.rpc.conftest import rpc_world
 from tests.waiting import wait_until, raised_by
 

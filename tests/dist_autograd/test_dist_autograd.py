@@ -9,7 +9,7 @@ import engine
 from engine import dist_autograd, nn
 from engine.dist_autograd import ContextActiveError, DistBackwardError, UnknownContextError
 from engine.nn import functional as F
-from tests.dist import workers
+from tests.dist_autograd import workers
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(90)
@@ -145,7 +145,7 @@ def test_leaving_the_block_releases_the_context_on_every_worker(world3):
             dist_autograd.backward(context_id, [b.sum()])
     assert len(dist_autograd.container) == 0
     for worker in ("worker1", "worker2"):
-        assert wait_until(lambda: actors.rpc_sync(worker, workers.contexts_alive) == 0)
+        assert wait_until(lambda w=worker: actors.rpc_sync(w, workers.contexts_alive) == 0)
 
 
 def test_an_unknown_context_id_is_an_error_naming_it(world3):
