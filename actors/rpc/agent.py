@@ -84,10 +84,6 @@ class RpcAgent:
         """A globally unique id: ``(rank << 48) | counter``."""
         return (self.rank << 48) | next(self._ids)
 
-    @staticmethod
-    def completed(value: Any) -> Future:
-        return completed(value)
-
     # ---- calls --------------------------------------------------------------------
 
     def _outgoing(self, to: Destination, fn: Callable, args: tuple, kwargs: dict

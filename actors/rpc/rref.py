@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from actors.runtime import Future
+from actors.runtime.futures import completed
 
 from .directory import WorkerInfo
 from .errors import RRefError
@@ -55,7 +56,7 @@ class RRef:
 
     def confirmed(self) -> Future:
         """Completes when the owner has created the value (or failed to), on the creator."""
-        return self._created if self._created is not None else self._agent.completed(None)
+        return self._created if self._created is not None else completed(None)
 
     def __repr__(self) -> str:
         return f"RRef(owner={self._owner.name!r}, id=0x{self._rref_id:x})"

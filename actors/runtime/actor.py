@@ -301,14 +301,9 @@ class Actor:
 
     def _reject(self, identity: bytes, frames: list, exc: ProtocolError) -> None:
         """Answer a message whose header is unusable; req_id is echoed when it can be read."""
-        req_id, kind = 0, Kind.PROTOCOL_ERROR
-        try:
-            from .protocol import unpack_header
-
-            header = unpack_header(envelope._bytes(frames[0]))
-            req_id, kind = header.req_id, header.kind
-        except (ProtocolError, IndexError):
-            pass
+        header = envelope.peek_header(frames)
+        req_id, kind = (0, Kind.PROTOCOL_ERROR) if header is None else (header.req_id,
+                                                                         header.kind)
         log.warning("malformed_message", actor=self.name, frames=len(frames), error=str(exc))
         self._mailbox.send_to_sender(identity, envelope.encode_error(kind, req_id, exc, json=True))
 

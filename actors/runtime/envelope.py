@@ -74,6 +74,14 @@ def read_header(frames: Sequence[Any]) -> Header:
     return header
 
 
+def peek_header(frames: Sequence[Any]) -> Optional[Header]:
+    """The header of a message whose other checks failed, if its first frame is one."""
+    try:
+        return unpack_header(_bytes(frames[0]))
+    except (ProtocolError, IndexError):
+        return None
+
+
 def read_payload(header: Header, frames: Sequence[Any]) -> Any:
     """Decode the body of a message whose header was read by `read_header`."""
     body = _buffer(frames[1])
