@@ -127,10 +127,6 @@ class ContextContainer:
     def __len__(self) -> int:
         return len(self._contexts)
 
-    def ids(self) -> List[int]:
-        with self._lock:
-            return list(self._contexts)
-
     # ---- the current context of this thread ----------------------------------------
 
     def current(self) -> Optional[AutogradContext]:

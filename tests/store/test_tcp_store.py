@@ -2,7 +2,6 @@
 and a client that speaks the wire protocol with JSON only."""
 import json
 import multiprocessing as mp
-import os
 import signal
 import struct
 import subprocess
@@ -17,6 +16,7 @@ from store import TCPStore
 from store.errors import StoreConnectionError, StoreTimeoutError
 from tests.net import free_port
 from tests.store import tcp_workers
+from tests.subprocesses import logged_events, running
 from tests.waiting import raised_by
 
 pytestmark = pytest.mark.timeout(60)
@@ -137,24 +137,16 @@ def test_a_killed_client_does_not_disturb_the_server_or_other_clients(server_pro
 
 def test_the_standalone_server_serves_clients_and_stops_on_sigterm(tmp_path):
     port = free_port()
-    log = open(tmp_path / "server.log", "w+")
-    server = subprocess.Popen([sys.executable, "-m", "store.server", "--host", "127.0.0.1",
-                               "--port", str(port)], stderr=log, stdout=log,
-                              env={**os.environ, "ACTORGRAD_LOG_LEVEL": "info"})
-    try:
+    log = tmp_path / "server.log"
+    with running(["-m", "store.server", "--host", "127.0.0.1", "--port", str(port)],
+                 log) as server:
         with TCPStore("127.0.0.1", port, timeout=20) as client:
             client.set("survives", b"trainers")
             assert client.get("survives") == b"trainers"
         server.send_signal(signal.SIGTERM)
         assert server.wait(20) == 0
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(10)
-    log.seek(0)
-    text = log.read()
-    for event in ("store_server_started", "store_server_serving", "store_server_stopped"):
-        assert f"event='{event}'" in text
+    assert {"store_server_started", "store_server_serving",
+            "store_server_stopped"} <= logged_events(log)
 
 
 def test_the_standalone_server_explains_itself_with_help():
