@@ -21,7 +21,7 @@ from . import envelope
 from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from .protocol import ERROR, RESPONSE
 from .serialization import exception_from_payload
-from .sockets import open_dealer
+from .sockets import open_dealer, recv_frames, send_frames
 
 # How long a waiting call may go without looking at the monitor for a lost peer.
 _SLICE_MS = 50
@@ -88,12 +88,12 @@ class Channel:
         frames = envelope.encode(kind, req_id, payload)
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
-        conn.socket.send_multipart(frames, copy=False)
+        send_frames(conn.socket, frames)
         while True:
             try:
                 # Blocking receive in short slices: the fast path is one plain recv,
                 # and between slices the monitor says whether the peer went away.
-                reply = conn.socket.recv_multipart(copy=False)
+                reply = recv_frames(conn.socket)
             except zmq.Again:
                 conn.read_monitor()
                 if not conn.connected or conn.drops != drops:

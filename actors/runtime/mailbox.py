@@ -20,7 +20,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from .errors import ActorStoppedError, AddressInUseError
 from .log import get_logger
-from .sockets import open_dealer
+from .sockets import open_dealer, recv_frames, send_frames
 
 log = get_logger(__name__)
 
@@ -166,20 +166,20 @@ class Mailbox:
     def send_to_peer(self, address: str, frames: List[Any]) -> None:
         """Send `frames` to the actor at `address` over its DEALER; callable from any thread."""
         if self.in_io_thread():
-            self._dealer(address).send_multipart(frames, copy=False)
+            send_frames(self._dealer(address), frames)
         else:
             self.call_soon(self._send_to_peer, address, frames)
 
     # ---- I/O thread ---------------------------------------------------------------
 
     def _send_to_peer(self, address: str, frames: List[Any]) -> None:
-        self._dealer(address).send_multipart(frames, copy=False)
+        send_frames(self._dealer(address), frames)
 
     def _route(self, identity: bytes, frames: List[Any]) -> None:
         if self._router is None:
             return
         try:
-            self._router.send_multipart([identity, *frames], copy=False)
+            send_frames(self._router, [identity, *frames])
         except zmq.ZMQError as exc:
             # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
             log.info("reply_undeliverable", actor=self.name, reason=str(exc))
@@ -245,7 +245,7 @@ class Mailbox:
     def _drain_router(self) -> None:
         router = self._router
         for _ in range(_RECV_BATCH):
-            frames = router.recv_multipart(copy=False)
+            frames = recv_frames(router)
             identity = frames[0].bytes
             if self._on_sender_lost is not None:
                 self._sender_fds[identity] = frames[0].get(zmq.SRCFD)
@@ -257,7 +257,7 @@ class Mailbox:
     def _drain_dealer(self, dealer: zmq.Socket) -> None:
         address = self._dealer_peers[dealer]
         for _ in range(_RECV_BATCH):
-            self._dispatch(self._on_reply, address, dealer.recv_multipart(copy=False))
+            self._dispatch(self._on_reply, address, recv_frames(dealer))
             if not dealer.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 return
 

@@ -1,8 +1,10 @@
 """Payload codecs: cloudpickle protocol 5 with out-of-band buffers, or JSON with buffer frames.
 
-Every numpy (or other PEP 574) buffer leaves the pickle and travels as its own frame;
-the receiver rebuilds arrays on top of the received frames without a copy. ZeroMQ
-copies frames below ``zmq.COPY_THRESHOLD`` (64 KiB) and sends larger ones zero-copy.
+Every numpy (or other PEP 574) buffer of at least `INBAND_LIMIT` bytes leaves the
+pickle and travels as its own frame; the receiver rebuilds arrays on top of the
+received frames without a copy. ZeroMQ copies frames below ``zmq.COPY_THRESHOLD``
+(64 KiB) and sends larger ones zero-copy. Smaller buffers stay inside the body: a
+frame of its own costs more than copying a few hundred bytes.
 """
 from __future__ import annotations
 
@@ -19,12 +21,13 @@ import numpy as np
 from .errors import ProtocolError, RemoteError
 
 PICKLE_PROTOCOL = 5
+INBAND_LIMIT = 1024
 
 
 # Payloads made only of these (and of functions importable by name) pickle identically
 # with the standard pickler, which is several times faster than cloudpickle on small
 # messages (store operations, calls, acks).
-_PLAIN_SCALARS = frozenset({type(None), bool, int, float, str, bytes, np.ndarray})
+_PLAIN_SCALARS = {type(None), bool, int, float, str, bytes, np.ndarray}
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict})
 _PLAIN_MAX_ITEMS = 64
 
@@ -45,6 +48,15 @@ def _importable(fn: Any) -> bool:
         return False
     _by_reference.add(fn)
     return True
+
+
+def register_plain_type(cls: type) -> None:
+    """Let the standard pickler take instances of `cls` on the fast path.
+
+    For importable classes whose ``__reduce__`` yields only plain data and
+    importable functions (a tensor: its array and a flag).
+    """
+    _PLAIN_SCALARS.add(cls)
 
 
 def _is_plain(value: Any, depth: int = 3) -> bool:
@@ -72,10 +84,18 @@ def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
     Functions, classes and other objects go through cloudpickle, so code defined in
     `__main__` or interactively travels by value.
     """
-    buffers: List[pickle.PickleBuffer] = []
+    buffers: List[memoryview] = []
+
+    def keep_in_body(buffer: pickle.PickleBuffer) -> bool:
+        raw = buffer.raw()
+        if raw.nbytes < INBAND_LIMIT:
+            return True
+        buffers.append(raw)
+        return False
+
     pickler = pickle.dumps if _is_plain(payload) else cloudpickle.dumps
-    body = pickler(payload, protocol=PICKLE_PROTOCOL, buffer_callback=buffers.append)
-    return body, [b.raw() for b in buffers]
+    body = pickler(payload, protocol=PICKLE_PROTOCOL, buffer_callback=keep_in_body)
+    return body, buffers
 
 
 def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:

@@ -1,26 +1,18 @@
-"""FAST-mode distributed backward, and releasing contexts everywhere they went.
+"""Distributed autograd's public calls: contexts, `backward`, gradients, release.
 
-The worker that calls `backward` counts its dependencies from the roots and from
-every send function of the context, then runs its graph. A recv function that runs
-sends its gradients to the worker holding the matching send function
-(`_backward_step`); that worker, on first sight of the pass, counts its own
-dependencies the same way, injects the gradients into the send function and runs
-what became ready. Each step is answered only when everything it set off has
-finished, so the caller's `backward` returns when every worker's part is done, and
-any failure travels back to it.
+`backward` runs this worker's part of a FAST-mode pass and drives the backward
+messages (`exchange`) until every worker's part is done. Release follows the
+context to every worker it touched, one-way.
 """
 from __future__ import annotations
 
-import threading
 import traceback
 from contextlib import contextmanager
-from typing import Iterator, List, Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
 import actors
-from actors.runtime import Future
-from actors.runtime.futures import completed
 from actors.runtime.log import get_logger
 from engine.autograd.graph import GraphRoot, gradient_edge
 from engine.errors import AutogradError
@@ -28,11 +20,9 @@ from engine.tensor import Tensor
 
 from .context import AutogradContext, BackwardPass, container
 from .errors import ContextActiveError, DistBackwardError
+from .exchange import Exchange
 
 log = get_logger(__name__)
-
-_running = threading.local()
-
 
 def _me() -> actors.WorkerInfo:
     return actors.get_worker_info()
@@ -85,13 +75,11 @@ def backward(context_id: int, roots: Sequence[Tensor], retain_graph: bool = Fals
             part = ctx.backward_pass(pass_id, retain_graph)
             part.task.add_root(GraphRoot([gradient_edge(r) for r in roots],
                                          [np.ones_like(r.data) for r in roots]))
-            messages = _run(part)
-    except Exception as exc:
-        raise _failure(me.name, exc) from exc
-    try:
-        for future in _send(messages, last_waits_here=True):
-            future.wait()
+        exchange = Exchange(ctx, part, me.id, requester=None)
+        exchange.drive(exchange.advance([]))
         _warn_if_unfinished(ctx, part)
+    except Exception as exc:
+        raise failure(me.name, exc) from exc
     finally:
         ctx.passes.pop(pass_id, None)
 
@@ -110,96 +98,14 @@ def _warn_if_unfinished(ctx: AutogradContext, part: BackwardPass) -> None:
                          "without a gradient (FAST mode)")
 
 
-def send_gradients(recv, grads: List[Optional[np.ndarray]]) -> None:
-    """The RecvFunction's backward: ship the gradients to the sender's send function.
-
-    The message is only noted here; `_run`'s caller sends it once the context lock is
-    released (a worker that answers may need the lock of the same context).
-    """
-    pass_id, retain_graph, outstanding = _running.state
-    outstanding.append((recv.peer, (recv.context_id, pass_id, recv.message_id, list(grads),
-                                    retain_graph)))
-
-
-def _send(messages: list, last_waits_here: bool) -> List[Future]:
-    """Send noted gradient messages; with `last_waits_here`, the last one is sent and
-    waited for on this thread's own connection (two thread hand-offs fewer)."""
-    with container.using(None):  # the engine's own messages are not recorded
-        futures = [actors.rpc_async(peer, _backward_step, args=args)
-                   for peer, args in messages[:-1 if last_waits_here else None]]
-        if last_waits_here and messages:
-            peer, args = messages[-1]
-            try:
-                actors.rpc_sync(peer, _backward_step, args=args)
-            except Exception as exc:  # noqa: BLE001 - joins the others' outcome
-                from actors.runtime.futures import failed
-
-                futures.append(failed(exc))
-    return futures
-
-
-@actors.async_execution
-def _backward_step(context_id: int, pass_id: int, message_id: int,
-                   grads: List[Optional[np.ndarray]], retain_graph: bool) -> Future:
-    """Runs on the worker holding the send function of `message_id` (see module doc)."""
-    me = _me().name
-    ctx = container.get(context_id, me)
-    try:
-        with ctx.lock:
-            part = ctx.backward_pass(pass_id, retain_graph)
-            send = ctx.sends.get(message_id)
-            if send is None:
-                raise AutogradError(f"context {context_id} has no send function for "
-                                    f"message {message_id}")
-            part.task.inject(send, grads)
-            messages = _run(part)
-    except Exception as exc:
-        raise _failure(me, exc) from exc
-    return all_done(_send(messages, last_waits_here=False))
-
-
-def _run(part: BackwardPass) -> list:
-    """Run what is ready; returns the gradient messages to send. Hold the context lock."""
-    messages: list = []
-    _running.state = (part.pass_id, part.retain_graph, messages)
-    try:
-        part.task.run()
-    finally:
-        _running.state = None
-    return messages
-
-
-def _failure(worker: str, exc: BaseException) -> BaseException:
-    if isinstance(exc, (DistBackwardError, ConnectionError)):
+def failure(worker: str, exc: BaseException) -> BaseException:
+    """The error a failed part reports: remote failures, lost workers and timeouts pass
+    unchanged."""
+    if isinstance(exc, (DistBackwardError, ConnectionError, TimeoutError)):
         return exc
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     log.warning("dist_backward_failed", worker=worker, error=f"{type(exc).__name__}: {exc}")
     return DistBackwardError(worker, f"{type(exc).__name__}: {exc}", text)
-
-
-def all_done(futures: List[Future]) -> Future:
-    """A future that completes when all of `futures` have, failing with the first error."""
-    if not futures:
-        return completed(None)
-    combined = Future()
-    remaining = [len(futures)]
-    lock = threading.Lock()
-
-    def one_done(done: Future) -> None:
-        with lock:
-            remaining[0] -= 1
-            last = remaining[0] == 0
-        exc = done.exception()
-        if combined.done():
-            return
-        if exc is not None:
-            combined.set_exception(exc)
-        elif last:
-            combined.set_result(None)
-
-    for future in futures:
-        future.add_done_callback(one_done)
-    return combined
 
 
 # ---- release ---------------------------------------------------------------------

@@ -82,7 +82,7 @@ def record_recv(context: AutogradContext, message_id: Optional[int], peer: Worke
     context.workers.add(peer.id)
     if message_id is None:
         return
-    from .backward import send_gradients
+    from .exchange import send_gradients
 
     tensors = grad_tensors(value)
     recv = RecvFunction(message_id, peer, len(tensors), send_gradients, context.id)

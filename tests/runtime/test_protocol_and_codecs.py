@@ -36,7 +36,7 @@ def test_a_header_of_another_protocol_version_is_refused_by_name():
 
 
 def test_a_frame_count_that_disagrees_with_the_header_is_malformed():
-    frames = envelope.encode(Kind.PING, 1, np.zeros(10))
+    frames = envelope.encode(Kind.PING, 1, np.zeros(1000))
     with pytest.raises(ProtocolError, match="announces 1 buffer"):
         envelope.read_header(frames[:-1])
 
@@ -48,6 +48,15 @@ def test_each_numpy_buffer_travels_as_its_own_frame_outside_the_pickle():
     assert unpack_header(bytes(frames[0])).nbufs == 2
     assert len(frames[1]) < 500  # the arrays are not inside the body
     assert bytes(frames[2]) == a.tobytes() and bytes(frames[3]) == b.tobytes()
+
+
+def test_small_arrays_stay_inside_the_body_and_arrive_writable():
+    small = np.arange(serialization.INBAND_LIMIT // 8 - 1, dtype=np.float64)
+    body, buffers = serialization.dumps({"small": small})
+    assert buffers == []
+    received = serialization.loads(body)["small"]
+    np.testing.assert_array_equal(received, small)
+    assert received.flags.writeable
 
 
 def test_arrays_are_rebuilt_on_top_of_the_received_frames_without_a_copy():

@@ -1,0 +1,176 @@
+"""The backward messages of a FAST-mode pass: gradients travelling to send functions.
+
+A recv function that runs produces gradients for the send function of the same
+message id, on the worker that sent the tensors. Those gradients travel as a
+*backward step* to that worker: ``(context_id, pass_id, items)`` with items
+``[(message_id, grads), ...]`` grouped per worker. The receiving worker, on first
+sight of the pass, counts its dependencies (`BackwardPass`), injects each item into
+its send function and runs what became ready.
+
+Gradients a step produces for the worker that sent it ride back in the step's reply;
+those for any other worker go out as nested steps, and the reply waits for them. So
+a step is answered only when everything it set off has finished, the initiator's
+`backward` returns when every worker's part is done, failures travel back to it,
+and the common case, one worker calling another, costs a single round trip.
+"""
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+import actors
+from actors.runtime import Future
+from actors.runtime.futures import completed
+from engine.errors import AutogradError
+
+from .context import AutogradContext, BackwardPass, container
+
+Item = Tuple[int, List[Optional[np.ndarray]]]
+Outgoing = Dict[int, List[Item]]
+
+_running = threading.local()
+
+
+def send_gradients(recv, grads: List[Optional[np.ndarray]]) -> None:
+    """The RecvFunction's backward: note the gradients for the sender's send function.
+
+    `Exchange.advance` routes what was noted once the graph has run.
+    """
+    _running.produced.append((recv.peer.id, (recv.message_id, list(grads))))
+
+
+class Exchange:
+    """One worker's share of a pass: runs the gradients that arrive, routes those produced.
+
+    `requester` is the worker whose step set this share off (None for the worker that
+    called `backward`); gradients for it are kept in `for_requester`, for the reply.
+    """
+
+    def __init__(self, ctx: AutogradContext, part: BackwardPass, me: int,
+                 requester: Optional[int]):
+        self.ctx, self.part, self.me, self.requester = ctx, part, me, requester
+        self.for_requester: List[Item] = []
+
+    def advance(self, items: List[Item]) -> Outgoing:
+        """Inject `items`, run what became ready; returns the steps to send, per worker.
+
+        Gradients for this worker itself (an RPC to self) are injected at once.
+        """
+        ctx = self.ctx
+        outgoing: Outgoing = {}
+        with ctx.lock:
+            while True:
+                for message_id, grads in items:
+                    send = ctx.sends.get(message_id)
+                    if send is None:
+                        raise AutogradError(f"context {ctx.id} has no send function for "
+                                            f"message {message_id}")
+                    self.part.task.inject(send, grads)
+                _running.produced = produced = []
+                try:
+                    self.part.task.run()
+                finally:
+                    _running.produced = None
+                items = [item for rank, item in produced if rank == self.me]
+                for rank, item in produced:
+                    if rank == self.requester:
+                        self.for_requester.append(item)
+                    elif rank != self.me:
+                        outgoing.setdefault(rank, []).append(item)
+                if not items:
+                    return outgoing
+
+    def step_args(self, items: List[Item]) -> tuple:
+        return (self.ctx.id, self.part.pass_id, self.part.retain_graph, self.me, items)
+
+    def drive(self, outgoing: Outgoing) -> None:
+        """At the initiator: send steps and fold their replies in until none is outstanding.
+
+        A lone step waits on this thread's own connection (two thread hand-offs fewer).
+        Raises the first failure.
+        """
+        waiting: "deque[Future]" = deque()
+        while outgoing or waiting:
+            if len(outgoing) == 1 and not waiting:
+                ((rank, items),) = outgoing.items()
+                with container.using(None):  # the engine's own messages are not recorded
+                    reply = actors.rpc_sync(rank, backward_step, args=self.step_args(items))
+            else:
+                waiting.extend(self._send(outgoing))
+                reply = waiting.popleft().wait()
+            outgoing = self.advance(reply)
+
+    def relay(self, outgoing: Outgoing, on_pool, failure) -> Future:
+        """On a worker serving a step: the reply, once every nested step is answered.
+
+        Replies are folded in on the worker pool (`on_pool`), not the I/O thread that
+        completes them; `failure(exc)` turns a local error into the one to report.
+        """
+        if not outgoing:
+            return completed(self.for_requester)
+        done = Future()
+        lock = threading.Lock()
+        outstanding = [0]
+
+        def send(steps: Outgoing) -> None:
+            with lock:
+                outstanding[0] += len(steps)
+            for future in self._send(steps):
+                future.add_done_callback(arrived)
+
+        def arrived(future: Future) -> None:
+            exc = future.exception()
+            if exc is not None:
+                finish(exc)
+            else:
+                on_pool(fold, future.value())
+
+        def fold(items: List[Item]) -> None:
+            try:
+                send(self.advance(items))
+            except Exception as exc:  # noqa: BLE001 - reported to the requester
+                finish(failure(exc))
+                return
+            finish(None)
+
+        def finish(exc: Optional[BaseException]) -> None:
+            with lock:
+                outstanding[0] -= 1
+                if done.done():
+                    return
+                if exc is not None:
+                    done.set_exception(exc)
+                elif outstanding[0] == 0:
+                    done.set_result(self.for_requester)
+
+        send(outgoing)
+        return done
+
+    def _send(self, outgoing: Outgoing) -> List[Future]:
+        with container.using(None):
+            return [actors.rpc_async(rank, backward_step, args=self.step_args(items))
+                    for rank, items in outgoing.items()]
+
+
+@actors.async_execution
+def backward_step(context_id: int, pass_id: int, retain_graph: bool, requester: int,
+                  items: List[Item]) -> Future:
+    """Serve a backward step (see the module doc); the reply holds the requester's items."""
+    from actors.rpc.state import current_agent
+
+    from .backward import failure
+
+    agent = current_agent()
+    ctx = container.get(context_id, agent.name)
+    try:
+        with ctx.lock:
+            part = ctx.backward_pass(pass_id, retain_graph)
+        exchange = Exchange(ctx, part, agent.rank, requester)
+        outgoing = exchange.advance(items)
+    except Exception as exc:
+        raise failure(agent.name, exc) from exc
+    return exchange.relay(outgoing, agent.actor.pool.submit,
+                          lambda exc: failure(agent.name, exc))
