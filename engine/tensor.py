@@ -18,7 +18,6 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from actors.runtime import serialization
 from engine.autograd.backward import backward as _run_backward
 from engine.autograd.graph import AccumulateGrad, Edge, Node
 from engine.autograd.grad_mode import grad_state
@@ -171,11 +170,6 @@ class Tensor:
 
 def _rebuild(cls: type, data: np.ndarray, requires_grad: bool) -> Tensor:
     return cls(data, requires_grad=requires_grad)
-
-
-# A tensor pickles as its array and a flag: messages holding tensors can take the
-# standard pickler, several times faster than cloudpickle's.
-serialization.register_plain_type(Tensor)
 
 
 TensorLike = Union[Tensor, np.ndarray, float, int, Sequence[Any]]

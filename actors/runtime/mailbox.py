@@ -4,6 +4,14 @@ It owns the ROUTER socket bound at the actor's address, one DEALER per peer it
 sends requests to (with a monitor socket that reports a lost connection), a wake-up
 pipe that lets other threads hand it work, and a timer heap. It knows nothing of
 message contents: the actor decodes them.
+
+Replies are the one exception to "every socket call on the I/O thread": a worker
+thread sends its reply on the ROUTER itself, under a lock, instead of waking the
+I/O thread to do it (a thread wake-up is a large share of a round trip). The I/O
+thread therefore never sleeps inside ZeroMQ on the ROUTER: it polls the socket's
+notification descriptor and reads ``EVENTS`` under the lock, and a thread that
+used the socket wakes it if messages are waiting, because its call may have
+consumed the notification.
 """
 from __future__ import annotations
 
@@ -26,6 +34,8 @@ log = get_logger(__name__)
 
 # Batch bound per socket and poll round, so one busy socket cannot starve the others.
 _RECV_BATCH = 64
+_POLLIN = int(zmq.POLLIN)
+_LONGEST_POLL_MS = 60_000
 
 
 class TimerHandle:
@@ -57,6 +67,7 @@ class Mailbox:
         self._heartbeat_timeout_ms = int(heartbeat_timeout * 1000)
         self._ctx = zmq.Context()
         self._router: Optional[zmq.Socket] = None
+        self._router_lock = threading.Lock()
         # Sender tracking (off until asked for): which connection each sender spoke on.
         self._on_sender_lost: Optional[Callable[[bytes], None]] = None
         self._router_monitor: Optional[zmq.Socket] = None
@@ -157,11 +168,19 @@ class Mailbox:
         self._router_monitor = self._router.get_monitor_socket(zmq.EVENT_DISCONNECTED)
 
     def send_to_sender(self, identity: bytes, frames: List[Any]) -> None:
-        """Send `frames` back to the ROUTER peer `identity`; callable from any thread."""
-        if self.in_io_thread():
-            self._route(identity, frames)
-        else:
-            self.call_soon(self._route, identity, frames)
+        """Send `frames` back to the ROUTER peer `identity`, from the calling thread."""
+        with self._router_lock:
+            router = self._router
+            if router is None:
+                return
+            try:
+                send_frames(router, [identity, *frames])
+            except zmq.ZMQError as exc:
+                # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
+                log.info("reply_undeliverable", actor=self.name, reason=str(exc))
+            waiting = router.getsockopt(zmq.EVENTS) & _POLLIN
+        if waiting and not self.in_io_thread():
+            self._wake()
 
     def send_to_peer(self, address: str, frames: List[Any]) -> None:
         """Send `frames` to the actor at `address` over its DEALER; callable from any thread."""
@@ -174,15 +193,6 @@ class Mailbox:
 
     def _send_to_peer(self, address: str, frames: List[Any]) -> None:
         send_frames(self._dealer(address), frames)
-
-    def _route(self, identity: bytes, frames: List[Any]) -> None:
-        if self._router is None:
-            return
-        try:
-            send_frames(self._router, [identity, *frames])
-        except zmq.ZMQError as exc:
-            # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
-            log.info("reply_undeliverable", actor=self.name, reason=str(exc))
 
     def _dealer(self, address: str) -> zmq.Socket:
         dealer = self._dealers.get(address)
@@ -210,17 +220,21 @@ class Mailbox:
 
     def _loop(self) -> None:
         poller = self._poller
+        router_fd = None
         if self._router is not None:
-            poller.register(self._router, zmq.POLLIN)
+            router_fd = self._router.getsockopt(zmq.FD)
+            poller.register(router_fd, zmq.POLLIN)
         if self._router_monitor is not None:
             poller.register(self._router_monitor, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
         try:
             while not self._stopping:
-                events = poller.poll(self._poll_timeout_ms())
+                # Messages may wait with the descriptor quiet: read EVENTS first.
+                more = router_fd is not None and self._drain_router()
+                events = poller.poll(0 if more else self._poll_timeout_ms())
                 for sock, _ in events:
-                    if sock is self._router:
-                        self._drain_router()
+                    if sock == router_fd:
+                        continue  # drained at the top of the loop
                     elif sock == self._wake_r:
                         self._drain_commands()
                     elif sock is self._router_monitor:
@@ -240,19 +254,24 @@ class Mailbox:
             return 0
         if not self._timers:
             return None
-        return max(0, int((self._timers[0][0] - time.monotonic()) * 1000) + 1)
+        due_ms = int((self._timers[0][0] - time.monotonic()) * 1000) + 1
+        # ZeroMQ takes a C int: a far timer (a wait "forever") is re-checked now and then.
+        return min(max(0, due_ms), _LONGEST_POLL_MS)
 
-    def _drain_router(self) -> None:
-        router = self._router
+    def _drain_router(self) -> bool:
+        """Dispatch waiting requests, a batch at most; True if more are waiting."""
+        router, lock = self._router, self._router_lock
         for _ in range(_RECV_BATCH):
-            frames = recv_frames(router)
+            with lock:
+                # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
+                if not router.getsockopt(zmq.EVENTS) & _POLLIN:
+                    return False
+                frames = recv_frames(router)
             identity = frames[0].bytes
             if self._on_sender_lost is not None:
                 self._sender_fds[identity] = frames[0].get(zmq.SRCFD)
             self._dispatch(self._on_request, identity, frames[1:])
-            # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
-            if not router.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                return
+        return True
 
     def _drain_dealer(self, dealer: zmq.Socket) -> None:
         address = self._dealer_peers[dealer]
@@ -320,8 +339,10 @@ class Mailbox:
         self._dealer_peers.clear()
         if self._router_monitor is not None:
             self._router_monitor.close(0)
-        if self._router is not None:
-            self._router.close(0)
+        with self._router_lock:
+            if self._router is not None:
+                self._router.close(0)
+                self._router = None
         with self._wake_lock:
             for fd in (self._wake_r, self._wake_w):
                 if fd is not None:

@@ -59,7 +59,7 @@ def register_plain_type(cls: type) -> None:
     _PLAIN_SCALARS.add(cls)
 
 
-def _is_plain(value: Any, depth: int = 3) -> bool:
+def _is_plain(value: Any, depth: int = 6) -> bool:
     kind = type(value)
     if kind in _PLAIN_SCALARS:
         return kind is not np.ndarray or not value.dtype.hasobject

@@ -1,14 +1,14 @@
 """Distributed autograd's public calls: contexts, `backward`, gradients, release.
 
 `backward` runs this worker's part of a FAST-mode pass and drives the backward
-messages (`exchange`) until every worker's part is done. Release follows the
-context to every worker it touched, one-way.
+messages (`exchange`) until every worker's part is done. Leaving a context
+releases it everywhere it went (`release`).
 """
 from __future__ import annotations
 
 import traceback
 from contextlib import contextmanager
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from engine.tensor import Tensor
 from .context import AutogradContext, BackwardPass, container
 from .errors import ContextActiveError, DistBackwardError
 from .exchange import Exchange
+from .release import release
 
 log = get_logger(__name__)
 
@@ -106,23 +107,3 @@ def failure(worker: str, exc: BaseException) -> BaseException:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     log.warning("dist_backward_failed", worker=worker, error=f"{type(exc).__name__}: {exc}")
     return DistBackwardError(worker, f"{type(exc).__name__}: {exc}", text)
-
-
-# ---- release ---------------------------------------------------------------------
-
-def release(context_id: int, came_from: Optional[int] = None) -> None:
-    """Forget the context here and tell every worker it touched to do the same.
-
-    One-way messages (as torch's cleanup): each worker forwards to the workers its
-    part touched, except the one it heard from; a worker that no longer has the
-    context stops there, which ends cycles.
-    """
-    ctx: Optional[AutogradContext] = container.release(context_id)
-    if ctx is None:
-        return
-    from actors.rpc.state import current_agent
-
-    agent = current_agent()
-    with container.using(None):
-        for rank in sorted(ctx.workers - {agent.rank, came_from}):
-            agent.notify(rank, release, (context_id, agent.rank), {})

@@ -2,7 +2,8 @@
 
 On the sender of a request or response made inside a context, the tensors that
 require grad among its arguments (or return value) get a `SendFunction` whose edges
-lead to them; the message carries ``(context_id, message_id)``. The receiver
+lead to them; the message carries ``(context_id, message_id)`` in its meta, with
+the context releases owed to its receiver (see `release`). The receiver
 creates the context on first sight, gives the received tensors a `RecvFunction` as
 their `grad_fn`, and runs the called function inside that context, so nested calls
 record too. Tensors are found in lists, tuples, dicts and user objects' attributes,
@@ -11,14 +12,18 @@ in the same order on both sides.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ContextManager, List, Optional
+from typing import Any, ContextManager, List, Optional, Tuple
 
 from actors.rpc import RpcEnvelope, RpcHook, WorkerInfo
+from actors.runtime.log import get_logger
 from engine.autograd.graph import gradient_edge
 from engine.tensor import Tensor
 
 from .context import AutogradContext, container
 from .functions import RecvFunction, SendFunction
+from .release import owed, release_all
+
+log = get_logger(__name__)
 
 HOOK_NAME = "engine.dist_autograd"
 _MAX_DEPTH = 8
@@ -64,16 +69,15 @@ def new_message_id() -> int:
     return container.new_id(get_worker_info().id)
 
 
-def record_send(context: AutogradContext, envelope: RpcEnvelope, value: Any) -> None:
-    """Add a SendFunction for `value`'s grad tensors and tag the message with the context."""
+def record_send(context: AutogradContext, envelope: RpcEnvelope, value: Any) -> Optional[int]:
+    """Add a SendFunction for `value`'s grad tensors; returns its message id, if any."""
     context.workers.add(envelope.peer.id)
     tensors = grad_tensors(value)
-    message_id = None
-    if tensors:
-        message_id = new_message_id()
-        context.sends[message_id] = SendFunction(message_id,
-                                                 [gradient_edge(t) for t in tensors])
-    envelope.meta[HOOK_NAME] = (context.id, message_id)
+    if not tensors:
+        return None
+    message_id = new_message_id()
+    context.sends[message_id] = SendFunction(message_id, [gradient_edge(t) for t in tensors])
+    return message_id
 
 
 def record_recv(context: AutogradContext, message_id: Optional[int], peer: WorkerInfo,
@@ -91,41 +95,56 @@ def record_recv(context: AutogradContext, message_id: Optional[int], peer: Worke
     context.recvs[message_id] = recv
 
 
+def _tag(envelope: RpcEnvelope, context: Optional[AutogradContext]) -> None:
+    """Put ``(context_id, message_id, released_ids)`` in the message's meta, if any is set.
+
+    The released ids are the context releases owed to the peer (see `release`).
+    """
+    message_id = None if context is None else record_send(context, envelope, envelope.payload)
+    released = owed.take(envelope.peer.id)
+    if context is not None or released:
+        envelope.meta[HOOK_NAME] = (None if context is None else context.id, message_id,
+                                    released)
+
+
+def _untag(envelope: RpcEnvelope) -> Tuple[Optional[int], Optional[int]]:
+    """Apply the releases a received message carries; returns its context and message ids."""
+    tag = envelope.meta.get(HOOK_NAME)
+    if tag is None:
+        return None, None
+    context_id, message_id, released = tag
+    if released:
+        release_all(released, envelope.peer.id)
+    return context_id, message_id
+
+
 class DistAutogradHook(RpcHook):
     """Attaches distributed autograd to every RPC (see the module docstring)."""
 
     def request_sent(self, envelope: RpcEnvelope) -> None:
-        context = container.current()
-        if context is not None:
-            record_send(context, envelope, envelope.payload)
+        _tag(envelope, container.current())
 
     def request_received(self, envelope: RpcEnvelope) -> ContextManager:
-        tag = envelope.meta.get(HOOK_NAME)
-        if tag is None:
-            return contextlib.nullcontext()
-        context_id, message_id = tag
-        context = container.get_or_create(context_id)
-        if context is None:  # released while this call was in flight
+        context_id, message_id = _untag(envelope)
+        context = None if context_id is None else container.get_or_create(context_id)
+        if context is None:  # untagged, or released while this call was in flight
             return contextlib.nullcontext()
         record_recv(context, message_id, envelope.peer, envelope.payload)
         return container.using(context)
 
     def response_sent(self, envelope: RpcEnvelope) -> None:
         tag = envelope.request_meta.get(HOOK_NAME)
-        context = container.find(tag[0]) if tag else None
-        if context is not None:
-            record_send(context, envelope, envelope.payload)
+        _tag(envelope, container.find(tag[0]) if tag and tag[0] is not None else None)
 
     def response_received(self, envelope: RpcEnvelope) -> None:
-        tag = envelope.meta.get(HOOK_NAME)
-        context = container.find(tag[0]) if tag else None
+        context_id, message_id = _untag(envelope)
+        context = None if context_id is None else container.find(context_id)
         if context is not None:
-            record_recv(context, tag[1], envelope.peer, envelope.payload)
+            record_recv(context, message_id, envelope.peer, envelope.payload)
 
     def worker_lost(self, worker: WorkerInfo) -> None:
         """Drop the contexts the lost worker created: nobody will release them now."""
-        from .backward import log
-
+        owed.drop(worker.id)
         for context_id in container.created_by(worker.id):
             container.release(context_id)
             log.info("dist_autograd_context_dropped", context_id=context_id,

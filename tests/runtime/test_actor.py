@@ -5,8 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from actors.runtime import (Actor, ActorStoppedError, AddressInUseError, Future, PeerLostError,
-                            RequestTimeoutError, UnknownKindError)
+from actors.runtime import (Actor, ActorStoppedError, AddressInUseError, Future, Kind,
+                            PeerLostError, RequestTimeoutError, UnknownKindError)
 from tests.runtime import peers
 
 pytestmark = pytest.mark.timeout(60)
@@ -108,6 +108,41 @@ def test_inline_handlers_run_on_the_mailbox_thread_and_others_on_the_pool():
             "server-io"
         assert client.request(server.address, peers.SUM, None, timeout=10).wait(10).startswith(
             "server-worker-")
+
+
+def test_replies_sent_by_worker_threads_never_strand_a_request_that_arrives_meanwhile():
+    # Worker threads send replies on the ROUTER themselves; a request that arrives
+    # while they do must still wake the I/O thread. The last requests of each burst
+    # have no later traffic to wake it, so a lost wake-up shows as a timeout here.
+    with Actor(name="server", num_worker_threads=4) as server:
+        server.register(peers.ECHO, lambda msg: msg.payload)
+        failures = []
+
+        def burst(tag: int) -> None:
+            with Actor(None, name=f"client{tag}") as client:
+                for round_ in range(20):
+                    futures = [client.request(server.address, peers.ECHO, (tag, round_, i),
+                                              timeout=10) for i in range(10)]
+                    for i, future in enumerate(futures):
+                        if future.wait(10) != (tag, round_, i):
+                            failures.append((tag, round_, i))
+
+        threads = [threading.Thread(target=burst, args=(tag,)) for tag in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not any(thread.is_alive() for thread in threads)
+        assert failures == []
+
+
+def test_a_timer_far_in_the_future_does_not_stop_the_mailbox():
+    # A store wait "forever" arms a timer a billion seconds away; ZeroMQ's poll
+    # timeout is a C int, so the mailbox must not pass that delay through.
+    with Actor(name="server") as server, Actor(None, name="client") as client:
+        server.call_soon(server.call_later, 1e9, lambda: None)
+        for i in range(3):
+            assert client.request(server.address, Kind.PING, i, timeout=10).wait(10) == i
 
 
 def test_port_zero_picks_a_free_port_and_a_taken_port_is_a_clear_error():

@@ -1,0 +1,107 @@
+"""Releasing a context on every worker it touched, without a message of its own.
+
+Leaving a context forgets it here and owes a release to each worker its part
+touched. An owed release rides along with the next RPC to that worker (the hook
+puts the ids in the message's meta), or, if none goes there soon, a flusher sends
+it within `FLUSH_INTERVAL`. A training loop therefore sends no release messages at
+all: each iteration's first call carries the previous one's. A worker that
+receives a release forwards it the same way to the workers its part touched,
+except the one it heard from; a worker that no longer has the context stops there,
+which ends cycles.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Dict, Iterable, List, Optional
+
+from actors.runtime.log import get_logger
+
+from .context import container
+
+log = get_logger(__name__)
+
+# The longest an owed release waits for a message to ride with.
+FLUSH_INTERVAL = 0.05
+# The flusher parks after this many empty rounds, and is woken when a release is owed.
+_IDLE_ROUNDS = 20
+
+
+def release(context_id: int, came_from: Optional[int] = None) -> None:
+    """Forget the context here and owe its release to every worker it touched."""
+    ctx = container.release(context_id)
+    if ctx is None:
+        return
+    from actors.rpc.state import current_agent
+
+    me = current_agent().rank
+    for rank in ctx.workers - {me, came_from}:
+        owed.add(rank, context_id)
+
+
+def release_all(context_ids: Iterable[int], came_from: int) -> None:
+    """Release contexts a peer no longer needs (the flusher's message, or a call's meta)."""
+    for context_id in context_ids:
+        release(context_id, came_from)
+
+
+class OwedReleases:
+    """Context ids to release on other workers, by worker rank, and their flusher."""
+
+    def __init__(self) -> None:
+        self._by_rank: Dict[int, List[int]] = {}
+        self._wake = threading.Condition()
+        self._parked = True
+        self._flusher: Optional[threading.Thread] = None
+
+    def add(self, rank: int, context_id: int) -> None:
+        with self._wake:
+            self._by_rank.setdefault(rank, []).append(context_id)
+            if self._parked:
+                self._parked = False
+                if self._flusher is None:
+                    self._flusher = threading.Thread(target=self._flush_loop,
+                                                     name="dist-autograd-release", daemon=True)
+                    self._flusher.start()
+                else:
+                    self._wake.notify()
+
+    def take(self, rank: int) -> Optional[List[int]]:
+        """The releases owed to `rank`, now handed over to a message going there."""
+        if not self._by_rank:  # the common case, without the lock
+            return None
+        with self._wake:
+            return self._by_rank.pop(rank, None)
+
+    def drop(self, rank: int) -> None:
+        """Forget what is owed to a worker that is gone."""
+        with self._wake:
+            self._by_rank.pop(rank, None)
+
+    def _flush_loop(self) -> None:
+        idle = 0
+        while True:
+            with self._wake:
+                if idle >= _IDLE_ROUNDS:
+                    self._parked = True
+                    self._wake.wait_for(lambda: not self._parked)
+                    idle = 0
+                self._wake.wait(FLUSH_INTERVAL)
+                due, self._by_rank = self._by_rank, {}
+            idle = 0 if due else idle + 1
+            for rank, context_ids in due.items():
+                self._send(rank, context_ids)
+
+    @staticmethod
+    def _send(rank: int, context_ids: List[int]) -> None:
+        from actors.rpc.state import current_agent
+
+        try:
+            agent = current_agent()
+            with container.using(None):
+                agent.notify(rank, release_all, (context_ids, agent.rank), {})
+        except Exception as exc:  # noqa: BLE001 - RPC stopped: nobody is left to tell
+            log.info("dist_autograd_release_dropped", worker=rank, contexts=len(context_ids),
+                     reason=f"{type(exc).__name__}: {exc}")
+
+
+owed = OwedReleases()
