@@ -148,6 +148,18 @@ def test_leaving_the_block_releases_the_context_on_every_worker(world3):
         assert wait_until(lambda w=worker: actors.rpc_sync(w, workers.contexts_alive) == 0)
 
 
+def test_a_release_reaches_workers_that_get_no_further_call(world3):
+    # Releases ride with the next call to each worker; here no call goes to worker1
+    # afterwards, so worker0's flusher must tell it, and worker1's must tell worker2.
+    with dist_autograd.context() as context_id:
+        a = engine.ones(3, requires_grad=True)
+        b = actors.rpc_sync("worker1", workers.tanh_then_next, args=(a.reshape(1, 3),
+                                                                      "worker2"))
+        dist_autograd.backward(context_id, [b.sum()])
+    assert wait_until(lambda: actors.rpc_sync("worker2", workers.contexts_alive) == 0)
+    assert actors.rpc_sync("worker1", workers.contexts_alive) == 0
+
+
 def test_an_unknown_context_id_is_an_error_naming_it(world3):
     with pytest.raises(UnknownContextError, match="0x1234") as info:
         dist_autograd.get_gradients(0x1234)
