@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional, Union
 
 from actors.runtime import Future
 from actors.runtime.log import get_logger
+from actors.runtime.tuning import keep_freed_memory, share_cores
 from store.base import Store, to_seconds
 
 from . import state
@@ -32,9 +33,12 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
     ``WORLD_SIZE`` environment variables, and the name to ``worker<rank>``, so that a
     process started by ``python -m actors.launch`` can call ``init_rpc()`` alone.
     RpcInitError names a duplicate name or rank, or the ranks that never joined.
+    Workers keep freed memory for reuse and share the host's cores among their BLAS
+    threads (see `actors.runtime.tuning`).
     """
     if state.agent_or_none() is not None:
         raise RpcError("RPC is already initialized in this process; call shutdown() first")
+    keep_freed_memory()
     seconds = to_seconds(timeout, "timeout")
     if rank == -1 and "RANK" in os.environ:
         rank = int(os.environ["RANK"])
@@ -69,6 +73,7 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
         if owns_store:
             store.close()
         raise
+    share_cores(agent.directory.workers_on_host(agent.actor.address))
 
 
 def shutdown(graceful: bool = True, timeout: Timeout = None) -> None:

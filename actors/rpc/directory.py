@@ -51,3 +51,14 @@ class WorkerDirectory:
 
     def by_address(self, address: str) -> WorkerInfo:
         return self._infos[self._addresses.index(address)]
+
+    def workers_on_host(self, address: str) -> int:
+        """How many workers of the world listen on the same host as `address`."""
+        host = _host(address)
+        return sum(1 for other in self._addresses if _host(other) == host)
+
+
+def _host(address: str) -> str:
+    """``tcp://10.0.0.5:7000`` → ``10.0.0.5``; every ``ipc://`` path is this host."""
+    transport, _, rest = address.partition("://")
+    return rest.rsplit(":", 1)[0] if transport == "tcp" else "local"
