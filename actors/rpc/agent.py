@@ -49,7 +49,8 @@ class RpcAgent:
         self._leaving = False
         self._channels: Dict[int, Channel] = {}
         self._idle = threading.Condition()
-        self.actor = Actor(f"tcp://{host}:0", name=name, num_worker_threads=num_worker_threads)
+        self.actor = Actor(f"tcp://{host}:0", name=name, num_worker_threads=num_worker_threads,
+                           workers_receive=True)
         self.actor.register(Kind.RPC_CALL, self._serve_call)
         self.actor.register(Kind.RPC_REMOTE, self._serve_remote, inline=True)
         self.actor.register(Kind.RREF_FORK, lambda msg: self.owners.add(*msg.payload) and None,

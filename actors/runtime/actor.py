@@ -2,10 +2,13 @@
 
 Requests arriving at the mailbox are decoded and dispatched by kind to a handler,
 either inline on the I/O thread (for handlers that never block, like store
-operations) or on the worker pool. A handler's return value is the reply; a
-returned `Future` is replied when it completes; an exception becomes an error
-reply. Malformed or foreign input is logged and answered with an error, and the
-actor keeps serving.
+operations) or on the worker pool. With ``workers_receive`` the pool's own threads
+take turns reading the mailbox (`LeaderPool`): a request then runs on the thread
+that received it, and inline handlers run on that thread in mailbox order.
+
+A handler's return value is the reply; a returned `Future` is replied when it
+completes; an exception becomes an error reply. Malformed or foreign input is
+logged and answered with an error, and the actor keeps serving.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from .futures import Future
 from .log import get_logger
 from .mailbox import Mailbox, TimerHandle
 from .protocol import ERROR, JSON, ONEWAY, PUSH, RESPONSE, Kind, kind_name
+from .leaders import LeaderPool
 from .scheduler import WorkerPool
 
 log = get_logger(__name__)
@@ -50,11 +54,12 @@ class Actor:
     """One ROUTER mailbox at `address` (None: a client-only actor with no mailbox).
 
     ``tcp://HOST:0`` picks a free port; `address` and `port` tell the bound one.
+    `workers_receive` lets worker threads read requests themselves (module doc).
     """
 
     def __init__(self, address: Optional[str] = "tcp://127.0.0.1:0", *, name: str = "actor",
                  num_worker_threads: int = 4, heartbeat: float = 1.0,
-                 heartbeat_timeout: float = 3.0):
+                 heartbeat_timeout: float = 3.0, workers_receive: bool = False):
         self.name = name
         self._handlers: Dict[int, _Registration] = {}
         self._push_handlers: Dict[int, Handler] = {}
@@ -63,8 +68,13 @@ class Actor:
         self._req_ids = itertools.count(1)
         self._sweeping = False
         self._mailbox = Mailbox(address, name, self._on_request, self._on_reply,
-                                self._on_peer_lost, heartbeat, heartbeat_timeout)
-        self._pool = WorkerPool(num_worker_threads, name)
+                                self._on_peer_lost, heartbeat, heartbeat_timeout,
+                                workers_receive=workers_receive and address is not None)
+        if workers_receive and address is not None:
+            self._pool: WorkerPool = LeaderPool(num_worker_threads, name, self._receive,
+                                                self._mailbox.wake_receiver)
+        else:
+            self._pool = WorkerPool(num_worker_threads, name)
         self._started = False
         self._stopped = False
         self.register(Kind.PING, lambda msg: msg.payload, inline=True)
@@ -99,6 +109,7 @@ class Actor:
         self._stopped = True
         self._mailbox.stop(timeout)
         self._pool.stop(timeout)
+        self._mailbox.close_receiver()
         self._fail_pending(lambda p: True, ActorStoppedError(f"actor {self.name} stopped"))
         log.info("actor_stopped", actor=self.name, address=self.address)
 
@@ -272,15 +283,38 @@ class Actor:
     # ---- I/O thread: incoming requests --------------------------------------------
 
     def _on_request(self, identity: bytes, frames: list) -> None:
+        accepted = self._accept(identity, frames)
+        if accepted is None:
+            return
+        registration, msg = accepted
+        if registration.inline:
+            self._serve(registration.fn, msg)
+        else:
+            self._pool.submit(self._serve, registration.fn, msg)
+
+    def _receive(self, timeout: float) -> Optional[tuple]:
+        """`LeaderPool`'s receive: serve inline handlers here, return pool work."""
+        request = self._mailbox.receive_request(timeout)
+        accepted = None if request is None else self._accept(*request)
+        if accepted is None:
+            return None
+        registration, msg = accepted
+        if registration.inline:
+            self._serve(registration.fn, msg)
+            return None
+        return self._serve, (registration.fn, msg)
+
+    def _accept(self, identity: bytes, frames: list) -> Optional[tuple]:
+        """Decode a request: ``(registration, message)``, or None once bad input is answered."""
         try:
             header = envelope.read_header(frames)
         except ProtocolError as exc:
             self._reject(identity, frames, exc)
-            return
+            return None
         if header.flags & (RESPONSE | PUSH):
             log.warning("stray_response_dropped", actor=self.name, kind=kind_name(header.kind),
                         req_id=header.req_id)
-            return
+            return None
         registration = self._handlers.get(header.kind)
         try:
             if registration is None:
@@ -292,12 +326,9 @@ class Actor:
             if not header.flags & ONEWAY:
                 self._mailbox.send_to_sender(identity, envelope.encode_error(
                     header.kind, header.req_id, exc, bool(header.flags & JSON)))
-            return
-        msg = Message(header.kind, header.req_id, header.flags, payload, sender=identity)
-        if registration.inline:
-            self._serve(registration.fn, msg)
-        else:
-            self._pool.submit(self._serve, registration.fn, msg)
+            return None
+        return registration, Message(header.kind, header.req_id, header.flags, payload,
+                                     sender=identity)
 
     def _reject(self, identity: bytes, frames: list, exc: ProtocolError) -> None:
         """Answer a message whose header is unusable; req_id is echoed when it can be read."""

@@ -19,9 +19,10 @@ import collections
 import heapq
 import itertools
 import os
+import select
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -48,6 +49,41 @@ class TimerHandle:
         self.cancelled = True
 
 
+class WakePipe:
+    """A pipe that one thread sleeps on (in a poll) and any thread writes to, to wake it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.fd, self._write_fd = os.pipe()
+        os.set_blocking(self.fd, False)
+        os.set_blocking(self._write_fd, False)
+
+    def wake(self) -> None:
+        # Under the lock that guards closing: a closed descriptor's number may be
+        # reused by another file at once, and must never be written to.
+        with self._lock:
+            if self._write_fd is None:
+                return
+            try:
+                os.write(self._write_fd, b"\0")
+            except BlockingIOError:
+                pass  # the pipe is full, so a wake-up is already pending
+
+    def drain(self) -> None:
+        try:
+            while os.read(self.fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            if self._write_fd is not None:
+                os.close(self.fd)
+                os.close(self._write_fd)
+                self._write_fd = None
+
+
 class Mailbox:
     """Sockets plus the loop that serves them; every socket call happens on its thread.
 
@@ -60,7 +96,8 @@ class Mailbox:
                  on_request: Callable[[bytes, List[zmq.Frame]], None],
                  on_reply: Callable[[str, List[zmq.Frame]], None],
                  on_peer_lost: Callable[[str, str], None],
-                 heartbeat: float = 1.0, heartbeat_timeout: float = 3.0):
+                 heartbeat: float = 1.0, heartbeat_timeout: float = 3.0,
+                 workers_receive: bool = False):
         self.name = name
         self._on_request, self._on_reply, self._on_peer_lost = on_request, on_reply, on_peer_lost
         self._heartbeat_ms = int(heartbeat * 1000)
@@ -80,11 +117,10 @@ class Mailbox:
         self._monitors: Dict[zmq.Socket, str] = {}
         self._connected: Dict[str, bool] = {}
         self._commands: "collections.deque[tuple]" = collections.deque()
-        self._wake_lock = threading.Lock()
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        os.set_blocking(self._wake_w, False)
+        self._io_wake = WakePipe()
         self._wake_pending = False
+        # With `workers_receive`, requests are read by `receive_request`, not the loop.
+        self._receiver_wake = WakePipe() if workers_receive else None
         self._timers: List[tuple] = []
         self._timer_seq = itertools.count()
         self._poller = zmq.Poller()
@@ -127,7 +163,8 @@ class Mailbox:
             self._close_all()
             return
         self._stopping = True
-        self._wake()
+        self._io_wake.wake()
+        self.wake_receiver()
         if threading.current_thread() is not self._thread:
             self._thread.join(timeout)
             if self._thread.is_alive():
@@ -146,7 +183,7 @@ class Mailbox:
         # Append before reading the flag; the loop clears the flag before draining.
         if not self._wake_pending:
             self._wake_pending = True
-            self._wake()
+            self._io_wake.wake()
 
     def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> TimerHandle:
         """Run `fn(*args)` on the I/O thread after `delay` seconds; I/O thread only."""
@@ -179,8 +216,8 @@ class Mailbox:
                 # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
                 log.info("reply_undeliverable", actor=self.name, reason=str(exc))
             waiting = router.getsockopt(zmq.EVENTS) & _POLLIN
-        if waiting and not self.in_io_thread():
-            self._wake()
+        if waiting:
+            self._wake_router_reader()
 
     def send_to_peer(self, address: str, frames: List[Any]) -> None:
         """Send `frames` to the actor at `address` over its DEALER; callable from any thread."""
@@ -207,26 +244,22 @@ class Mailbox:
             self._poller.register(monitor, zmq.POLLIN)
         return dealer
 
-    def _wake(self) -> None:
-        # Under the lock that guards closing: a closed descriptor's number may be
-        # reused by another file at once, and must never be written to.
-        with self._wake_lock:
-            if self._wake_w is None:
-                return
-            try:
-                os.write(self._wake_w, b"\0")
-            except BlockingIOError:
-                pass  # the pipe is full, so a wake-up is already pending
+    def _wake_router_reader(self) -> None:
+        """Wake whoever reads the ROUTER: messages wait, and its notification may be spent."""
+        if self._receiver_wake is not None:
+            self._receiver_wake.wake()
+        elif not self.in_io_thread():  # the loop reads EVENTS before it sleeps
+            self._io_wake.wake()
 
     def _loop(self) -> None:
         poller = self._poller
         router_fd = None
-        if self._router is not None:
+        if self._router is not None and self._receiver_wake is None:
             router_fd = self._router.getsockopt(zmq.FD)
             poller.register(router_fd, zmq.POLLIN)
         if self._router_monitor is not None:
             poller.register(self._router_monitor, zmq.POLLIN)
-        poller.register(self._wake_r, zmq.POLLIN)
+        poller.register(self._io_wake.fd, zmq.POLLIN)
         try:
             while not self._stopping:
                 # Messages may wait with the descriptor quiet: read EVENTS first.
@@ -235,7 +268,7 @@ class Mailbox:
                 for sock, _ in events:
                     if sock == router_fd:
                         continue  # drained at the top of the loop
-                    elif sock == self._wake_r:
+                    elif sock == self._io_wake.fd:
                         self._drain_commands()
                     elif sock is self._router_monitor:
                         self._on_router_disconnect()
@@ -260,18 +293,55 @@ class Mailbox:
 
     def _drain_router(self) -> bool:
         """Dispatch waiting requests, a batch at most; True if more are waiting."""
-        router, lock = self._router, self._router_lock
         for _ in range(_RECV_BATCH):
-            with lock:
-                # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
-                if not router.getsockopt(zmq.EVENTS) & _POLLIN:
-                    return False
-                frames = recv_frames(router)
-            identity = frames[0].bytes
-            if self._on_sender_lost is not None:
-                self._sender_fds[identity] = frames[0].get(zmq.SRCFD)
-            self._dispatch(self._on_request, identity, frames[1:])
+            request = self._take_request()
+            if request is None:
+                return False
+            self._dispatch(self._on_request, *request)
         return True
+
+    def _take_request(self) -> Optional[Tuple[bytes, List[zmq.Frame]]]:
+        """One waiting request as ``(identity, frames)``, or None; any thread."""
+        with self._router_lock:
+            router = self._router
+            # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
+            if router is None or not router.getsockopt(zmq.EVENTS) & _POLLIN:
+                return None
+            frames = recv_frames(router)
+        identity = frames[0].bytes
+        if self._on_sender_lost is not None:
+            self._sender_fds[identity] = frames[0].get(zmq.SRCFD)
+        return identity, frames[1:]
+
+    def receive_request(self, timeout: float) -> Optional[Tuple[bytes, List[zmq.Frame]]]:
+        """The next request, waiting up to `timeout` seconds; for mailboxes built with
+        `workers_receive`, by one thread at a time.
+
+        None if none came, or `wake_receiver` was called.
+        """
+        request = self._take_request()
+        if request is not None:
+            return request
+        with self._router_lock:
+            router_fd = None if self._router is None else self._router.getsockopt(zmq.FD)
+        poller = select.poll()
+        if router_fd is not None:  # once closed, only a wake-up ends the wait
+            poller.register(router_fd, select.POLLIN)
+        poller.register(self._receiver_wake.fd, select.POLLIN)
+        for fd, _ in poller.poll(int(timeout * 1000)):
+            if fd == self._receiver_wake.fd:
+                self._receiver_wake.drain()
+        return self._take_request()
+
+    def wake_receiver(self) -> None:
+        """Make a pending `receive_request` return."""
+        if self._receiver_wake is not None:
+            self._receiver_wake.wake()
+
+    def close_receiver(self) -> None:
+        """Release what `receive_request` waits on, once no thread calls it any more."""
+        if self._receiver_wake is not None:
+            self._receiver_wake.close()
 
     def _drain_dealer(self, dealer: zmq.Socket) -> None:
         address = self._dealer_peers[dealer]
@@ -288,18 +358,15 @@ class Mailbox:
 
     def _on_router_disconnect(self) -> None:
         fd = recv_monitor_message(self._router_monitor)["value"]
-        lost = [identity for identity, known in self._sender_fds.items() if known == fd]
+        # A copy: receiving threads add senders meanwhile.
+        lost = [identity for identity, known in list(self._sender_fds.items()) if known == fd]
         for identity in lost:
             del self._sender_fds[identity]
             log.info("sender_lost", actor=self.name, sender=identity.hex())
             self._dispatch(lambda _origin, who: self._on_sender_lost(who), None, identity)
 
     def _drain_commands(self) -> None:
-        try:
-            while os.read(self._wake_r, 4096):
-                pass
-        except BlockingIOError:
-            pass
+        self._io_wake.drain()
         self._wake_pending = False
         commands = self._commands
         while commands:
@@ -343,10 +410,6 @@ class Mailbox:
             if self._router is not None:
                 self._router.close(0)
                 self._router = None
-        with self._wake_lock:
-            for fd in (self._wake_r, self._wake_w):
-                if fd is not None:
-                    os.close(fd)
-            self._wake_r = self._wake_w = None
+        self._io_wake.close()
         self._ctx.term()
         self._stopping = True

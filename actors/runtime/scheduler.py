@@ -97,6 +97,9 @@ class WorkerPool:
         self._stopped = True
         for _ in self._threads:
             self._queue.put(_STOP)
+        self._join(timeout)
+
+    def _join(self, timeout: float) -> None:
         current = threading.current_thread()
         for thread in self._threads:
             if thread is not current:
@@ -109,11 +112,14 @@ class WorkerPool:
             item = self._queue.get()
             if item is _STOP:
                 return
-            fn, args = item
-            try:
-                fn(*args)
-            except Exception:  # noqa: BLE001 - one failing task must not kill the worker
-                log.exception("worker_task_failed", task=getattr(fn, "__qualname__", repr(fn)))
+            self._run(*item)
             # Drop the finished task now, not when the next one arrives: its arguments
             # may hold references (RRefs) whose release others are waiting for.
-            del item, fn, args
+            del item
+
+    @staticmethod
+    def _run(fn: Callable[..., Any], args: tuple) -> None:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - one failing task must not kill the worker
+            log.exception("worker_task_failed", task=getattr(fn, "__qualname__", repr(fn)))

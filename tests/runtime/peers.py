@@ -24,8 +24,8 @@ def _fail(msg):
     raise KeyError(f"no entry named {msg.payload!r}")
 
 
-def make_actor(address: str = "tcp://127.0.0.1:0") -> Actor:
-    actor = Actor(address, name="peer", num_worker_threads=4)
+def make_actor(address: str = "tcp://127.0.0.1:0", workers_receive: bool = False) -> Actor:
+    actor = Actor(address, name="peer", num_worker_threads=4, workers_receive=workers_receive)
     actor.register(ECHO, lambda msg: msg.payload)
     actor.register(FAIL, _fail)
     actor.register(HANG, lambda msg: threading.Event().wait(60))
@@ -33,9 +33,9 @@ def make_actor(address: str = "tcp://127.0.0.1:0") -> Actor:
     return actor
 
 
-def serve(ready, address: str = "tcp://127.0.0.1:0") -> None:
+def serve(ready, address: str = "tcp://127.0.0.1:0", workers_receive: bool = False) -> None:
     """Serve the test kinds until killed; report the bound address on `ready`."""
-    actor = make_actor(address).start()
+    actor = make_actor(address, workers_receive).start()
     ready.put(actor.address)
     while True:
         time.sleep(3600)

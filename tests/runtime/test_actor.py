@@ -145,6 +145,52 @@ def test_a_timer_far_in_the_future_does_not_stop_the_mailbox():
             assert client.request(server.address, Kind.PING, i, timeout=10).wait(10) == i
 
 
+def test_with_workers_receiving_a_request_runs_on_the_worker_that_read_it():
+    with Actor(name="server", workers_receive=True) as server, \
+            Actor(None, name="client") as client:
+        server.register(peers.ECHO, lambda msg: threading.current_thread().name, inline=True)
+        server.register(peers.SUM, lambda msg: threading.current_thread().name)
+        for kind in (peers.ECHO, peers.SUM):
+            assert client.request(server.address, kind, None, timeout=10).wait(10).startswith(
+                "server-worker-")
+
+
+def test_with_workers_receiving_inline_handlers_keep_mailbox_order():
+    seen = []
+    with Actor(name="server", workers_receive=True, num_worker_threads=4) as server, \
+            Actor(None, name="client") as client:
+        server.register(peers.ECHO, lambda msg: seen.append(msg.payload), inline=True)
+        server.register(peers.HANG, lambda msg: threading.Event().wait(0.2))
+        # Pool work in between keeps handing the reading role from thread to thread.
+        futures = []
+        for i in range(200):
+            futures.append(client.request(server.address, peers.ECHO, i, timeout=10))
+            if i % 50 == 0:
+                futures.append(client.request(server.address, peers.HANG, None, timeout=10))
+        for future in futures:
+            future.wait(10)
+    assert seen == list(range(200))
+
+
+def test_with_workers_receiving_a_pool_of_one_serves_request_after_request():
+    with Actor(name="server", workers_receive=True, num_worker_threads=1) as server, \
+            Actor(None, name="client") as client:
+        server.register(peers.SUM, lambda msg: sum(msg.payload))
+        futures = [client.request(server.address, peers.SUM, [i, 1], timeout=10)
+                   for i in range(50)]
+        assert [f.wait(10) for f in futures] == [i + 1 for i in range(50)]
+
+
+def test_with_workers_receiving_stop_leaves_no_thread_behind():
+    before = set(threading.enumerate())
+    server = Actor(name="leaders", workers_receive=True, num_worker_threads=3).start()
+    with Actor(None, name="client") as client:
+        server.register(peers.SUM, lambda msg: sum(msg.payload))
+        assert client.request(server.address, peers.SUM, [1, 2], timeout=10).wait(10) == 3
+    server.stop()
+    assert [t.name for t in set(threading.enumerate()) - before] == []
+
+
 def test_port_zero_picks_a_free_port_and_a_taken_port_is_a_clear_error():
     with Actor("tcp://127.0.0.1:0", name="first") as first:
         assert first.port > 0 and first.address == f"tcp://127.0.0.1:{first.port}"
