@@ -29,7 +29,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from .errors import ActorStoppedError, AddressInUseError
 from .log import get_logger
-from .sockets import open_dealer, recv_frames, send_frames
+from .sockets import COPY_THRESHOLD, open_dealer, recv_frames, send_frames
 
 log = get_logger(__name__)
 
@@ -130,6 +130,7 @@ class Mailbox:
 
     def _bind(self, address: str) -> zmq.Socket:
         router = self._ctx.socket(zmq.ROUTER)
+        router.copy_threshold = COPY_THRESHOLD
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         router.setsockopt(zmq.RCVHWM, 0)

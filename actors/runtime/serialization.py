@@ -2,9 +2,9 @@
 
 Every numpy (or other PEP 574) buffer of at least `INBAND_LIMIT` bytes leaves the
 pickle and travels as its own frame; the receiver rebuilds arrays on top of the
-received frames without a copy. ZeroMQ copies frames below ``zmq.COPY_THRESHOLD``
-(64 KiB) and sends larger ones zero-copy. Smaller buffers stay inside the body: a
-frame of its own costs more than copying a few hundred bytes.
+received frames without a copy (frames of 1 MiB and more are also sent without one:
+`sockets.COPY_THRESHOLD`). Smaller buffers stay inside the body: a frame of its own
+costs more than copying a few hundred bytes.
 """
 from __future__ import annotations
 
