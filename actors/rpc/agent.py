@@ -153,17 +153,9 @@ class RpcAgent:
         with self._sending(info):
             self.actor.notify(self.directory.address(info), Kind.RPC_CALL, payload)
 
-    @contextlib.contextmanager
-    def _sending(self, info: WorkerInfo):
-        """Turn a failure to pickle the request into a TypeError that names the callee."""
-        try:
-            yield
-        except (RpcNotInitializedError, PeerLostError, TimeoutError, ActorError, zmq.ZMQError):
-            raise
-        except Exception as exc:
-            if getattr(exc, "remote_traceback", None) is not None:
-                raise  # raised by the callee, not while sending
-            raise TypeError(f"the call to {info.name!r} cannot be sent: {exc}") from exc
+    @staticmethod
+    def _sending(info: WorkerInfo) -> "_Sending":
+        return _Sending(info)
 
     def _channel(self, info: WorkerInfo) -> Channel:
         channel = self._channels.get(info.id)
@@ -229,7 +221,7 @@ class RpcAgent:
     def _run(self, msg: Message) -> Any:
         """Run a received call inside its hooks' contexts; a Future for async functions."""
         # A peer that finished joining may call before this worker has read the world.
-        if not self._joined.wait(self.timeout):
+        if not self._joined.is_set() and not self._joined.wait(self.timeout):
             raise RpcNotInitializedError(f"worker {self.name!r} has not joined its world")
         fn, args, kwargs, caller, meta = msg.payload[:5]
         self._sender_ranks[msg.sender] = caller
@@ -238,7 +230,11 @@ class RpcAgent:
         if meta:
             hook_registry.load_hooks_for(meta)
         registered = hook_registry.hooks()
-        if registered:
+        if len(registered) == 1:  # the common case, without an ExitStack
+            with registered[0][1].request_received(envelope):
+                args, kwargs = envelope.payload
+                result = fn(*args, **kwargs)
+        elif registered:
             with contextlib.ExitStack() as stack:
                 for _, hook in registered:
                     stack.enter_context(hook.request_received(envelope))
@@ -337,3 +333,25 @@ class RpcAgent:
         for channel in self._channels.values():
             channel.close()
         log.info("rpc_worker_left", worker=self.name, graceful=graceful)
+
+
+class _Sending:
+    """Turns a failure to pickle a request into a TypeError that names the callee.
+
+    A class rather than a generator context manager: it wraps every call.
+    """
+
+    __slots__ = ("info",)
+    _PASS = (RpcNotInitializedError, PeerLostError, TimeoutError, ActorError, zmq.ZMQError)
+
+    def __init__(self, info: WorkerInfo):
+        self.info = info
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
+        if exc is None or not isinstance(exc, Exception) or isinstance(exc, self._PASS) \
+                or getattr(exc, "remote_traceback", None) is not None:  # raised by the callee
+            return False
+        raise TypeError(f"the call to {self.info.name!r} cannot be sent: {exc}") from exc

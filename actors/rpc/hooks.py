@@ -9,7 +9,7 @@ its own name in `meta`, which travels with the message to the other side.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ContextManager, Dict, List, Optional, Tuple
+from typing import Any, ContextManager, Dict, List, Optional, Set, Tuple
 
 from .directory import WorkerInfo
 
@@ -55,6 +55,7 @@ class RpcHook:
 
 
 _hooks: List[Tuple[str, RpcHook]] = []
+_names: Set[str] = set()
 
 
 def register_hook(name: str, hook: RpcHook) -> None:
@@ -69,10 +70,12 @@ def register_hook(name: str, hook: RpcHook) -> None:
     if not isinstance(hook, RpcHook):
         raise TypeError(f"hook must be an RpcHook, got {type(hook).__name__}")
     _hooks.append((name, hook))
+    _names.add(name)
 
 
 def unregister_hook(name: str) -> None:
     _hooks[:] = [(n, h) for n, h in _hooks if n != name]
+    _names.discard(name)
 
 
 def hooks() -> List[Tuple[str, RpcHook]]:
@@ -81,11 +84,12 @@ def hooks() -> List[Tuple[str, RpcHook]]:
 
 def load_hooks_for(meta: dict) -> None:
     """Import the modules named by `meta` keys that no registered hook answers to."""
+    if _names.issuperset(meta):
+        return
     import importlib
 
-    registered = {name for name, _ in _hooks}
     for name in meta:
-        if name not in registered and name not in _unloadable:
+        if name not in _names and name not in _unloadable:
             try:
                 importlib.import_module(name)
             except ImportError:

@@ -52,7 +52,8 @@ def send_frames(sock: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> None
     last = len(frames) - 1
     more = flags | _SNDMORE
     for index, frame in enumerate(frames):
-        sock.send(frame, more if index < last else flags, copy=False)
+        # Small frames are copied anyway, and pyzmq's copying path is the shorter one.
+        sock.send(frame, more if index < last else flags, copy=len(frame) < COPY_THRESHOLD)
 
 
 def recv_frames(sock: zmq.Socket, flags: int = 0) -> List[zmq.Frame]:

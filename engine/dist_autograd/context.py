@@ -11,8 +11,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 import threading
-from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional, Set
+from typing import Dict, List, Optional, Set
 
 import numpy as np
 
@@ -132,15 +131,25 @@ class ContextContainer:
     def current(self) -> Optional[AutogradContext]:
         return getattr(self._local, "context", None)
 
-    @contextmanager
-    def using(self, context: Optional[AutogradContext]) -> Iterator[None]:
+    def using(self, context: Optional[AutogradContext]) -> "_Using":
         """Make `context` current in this thread for the duration (None: no context)."""
-        previous = getattr(self._local, "context", None)
-        self._local.context = context
-        try:
-            yield
-        finally:
-            self._local.context = previous
+        return _Using(self._local, context)
+
+
+class _Using:
+    """`ContextContainer.using`: a class, not a generator, as it wraps every call."""
+
+    __slots__ = ("_local", "_context", "_previous")
+
+    def __init__(self, local: threading.local, context: Optional[AutogradContext]):
+        self._local, self._context = local, context
+
+    def __enter__(self) -> None:
+        self._previous = getattr(self._local, "context", None)
+        self._local.context = self._context
+
+    def __exit__(self, *exc: object) -> None:
+        self._local.context = self._previous
 
 
 container = ContextContainer()
