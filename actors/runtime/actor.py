@@ -24,7 +24,7 @@ from .futures import Future
 from .log import get_logger
 from .mailbox import Mailbox, TimerHandle
 from .protocol import ERROR, JSON, ONEWAY, PUSH, RESPONSE, Kind, kind_name
-from .leaders import LeaderPool
+from .leaders import WATCH_INTERVAL, LeaderPool
 from .scheduler import WorkerPool
 
 log = get_logger(__name__)
@@ -72,7 +72,7 @@ class Actor:
                                 workers_receive=workers_receive and address is not None)
         if workers_receive and address is not None:
             self._pool: WorkerPool = LeaderPool(num_worker_threads, name, self._receive,
-                                                self._mailbox.wake_receiver)
+                                                self._mailbox.wake_receiver, self._start_watch)
         else:
             self._pool = WorkerPool(num_worker_threads, name)
         self._started = False
@@ -303,6 +303,17 @@ class Actor:
             self._serve(registration.fn, msg)
             return None
         return self._serve, (registration.fn, msg)
+
+    def _start_watch(self) -> None:
+        """Run `LeaderPool.watch` on the I/O thread while requests keep coming."""
+        try:
+            self._mailbox.call_soon(self._watch)
+        except ActorStoppedError:
+            pass
+
+    def _watch(self) -> None:
+        if self._pool.watch():
+            self._mailbox.call_later(WATCH_INTERVAL, self._watch)
 
     def _accept(self, identity: bytes, frames: list) -> Optional[tuple]:
         """Decode a request: ``(registration, message)``, or None once bad input is answered."""

@@ -18,6 +18,7 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from . import envelope
+from .blocking import about_to_block
 from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from .protocol import ERROR, RESPONSE
 from .serialization import exception_from_payload
@@ -89,6 +90,7 @@ class Channel:
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
         send_frames(conn.socket, frames)
+        about_to_block()
         while True:
             try:
                 # Blocking receive in short slices: the fast path is one plain recv,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Iterable, List, Optional
 
+from .blocking import about_to_block
 from .errors import RequestTimeoutError
 
 
@@ -64,8 +65,10 @@ class Future:
                 if self._callbacks is not None and self._event is None:
                     self._event = threading.Event()
                 event = self._event
-            if event is not None and not event.wait(timeout):
-                raise FutureTimeoutError(f"future not completed within {timeout:g}s")
+            if event is not None:
+                about_to_block()
+                if not event.wait(timeout):
+                    raise FutureTimeoutError(f"future not completed within {timeout:g}s")
         return self.value()
 
     def value(self) -> Any:

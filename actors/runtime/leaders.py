@@ -1,24 +1,32 @@
-"""`LeaderPool`: worker threads that take turns receiving their own requests.
+"""`LeaderPool`: worker threads that take turns reading their actor's mailbox.
 
 With a plain `WorkerPool`, every request costs a thread wake-up between the I/O
 thread that receives it and the worker that runs it; on a machine whose idle CPUs
-sleep, that is a large share of a round trip. Here (the leader/followers pattern)
-one idle worker, the leader, waits on the mailbox itself. When a request arrives it
-hands the role to an idle follower and runs the request on its own thread, so the
-next leader wakes up beside the request instead of in front of it.
+sleep, that is a large share of a round trip. Here (a leader/followers pattern)
+one worker, the leader, reads the mailbox itself and runs the request it read on
+its own thread, still as the only reader: waking a follower to read on in
+parallel would cost the same wake-up again, on the request's path.
 
-Handlers that must not wait for a worker (registered inline) run on the leader
-before it hands the role on, so they keep mailbox order as on an I/O thread. When
-no follower is idle the leader queues the request for the next free worker and
-goes on receiving: the mailbox is always read, except by a pool of one thread
-while that thread runs a request.
+The leader hands the mailbox to an idle follower only when the request could hold
+it too long:
+
+- before it blocks in the runtime, on a nested call or a future
+  (`blocking.about_to_block`), since the answer it waits for may be a request
+  only this actor can read;
+- when a watchdog (`watch`, run by the actor's I/O thread every `WATCH_INTERVAL`
+  while requests come in) sees it busy for longer than that, since user code may
+  block anywhere or compute for long.
+
+Handlers registered inline run on the leader as they are read, in mailbox order.
 """
 from __future__ import annotations
 
 import collections
 import threading
+import time
 from typing import Any, Callable, Optional, Tuple
 
+from .blocking import holding_mailbox
 from .errors import ActorStoppedError
 from .log import get_logger
 from .scheduler import WorkerPool
@@ -32,20 +40,30 @@ Receive = Callable[[float], Optional[Work]]
 
 # A leader re-checks whether the pool is stopping at least this often (seconds).
 _RECEIVE_SLICE = 1.0
+# The watchdog's period, and how long a leader may run one request before it hands on.
+WATCH_INTERVAL = 0.01
+# The watchdog stops once no request has started for this long.
+_WATCH_IDLE = 1.0
 
 
 class LeaderPool(WorkerPool):
-    """A `WorkerPool` whose idle threads also receive requests (see the module doc).
+    """A `WorkerPool` whose threads also read requests (see the module doc).
 
-    `receive` is called by the leader only; `wake` makes a pending `receive` return.
+    `receive` is called by the leader only; `wake` makes a pending `receive` return;
+    `start_watch()` asks for `watch()` to be called every `WATCH_INTERVAL` seconds
+    (from another thread) until it returns False.
     """
 
-    def __init__(self, num_threads: int, name: str, receive: Receive, wake: Callable[[], None]):
-        self._receive, self._wake = receive, wake
+    def __init__(self, num_threads: int, name: str, receive: Receive, wake: Callable[[], None],
+                 start_watch: Callable[[], None]):
+        self._receive, self._wake, self._start_watch = receive, wake, start_watch
         self._cond = threading.Condition()
         self._tasks: "collections.deque[Work]" = collections.deque()
         self._idle = 0
         self._leading = False
+        self._running: Optional[_Turn] = None  # the leader's request, while it runs it
+        self._last_start = 0.0
+        self._watched = False
         super().__init__(num_threads, name)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
@@ -66,6 +84,23 @@ class LeaderPool(WorkerPool):
         self._wake()
         self._join(timeout)
 
+    def watch(self) -> bool:
+        """The watchdog's round: hand the mailbox on from a leader busy for too long.
+
+        Returns whether to keep watching (requests came in lately).
+        """
+        now = time.monotonic()
+        turn = self._running
+        if turn is not None and now - turn.since >= WATCH_INTERVAL:
+            turn.hand_off()
+        if turn is None and now - self._last_start > _WATCH_IDLE:
+            self._watched = False
+            # A request that started meanwhile saw the flag still set: look again.
+            if self._running is None:
+                return False
+            self._watched = True
+        return True
+
     def _work(self) -> None:
         while True:
             with self._cond:
@@ -80,28 +115,58 @@ class LeaderPool(WorkerPool):
                 else:
                     self._leading, work = True, None
             if work is None:
-                work = self._lead()
-            if work is not None:
+                self._lead()
+            else:
                 self._run(*work)
                 del work  # as in WorkerPool._work
 
-    def _lead(self) -> Optional[Work]:
-        """Receive until a request needs a worker; returns it once the role is handed on."""
+    def _lead(self) -> None:
+        """Read and run requests until the mailbox is handed on or the pool stops."""
         while not self._stopped:
             try:
                 work = self._receive(_RECEIVE_SLICE)
-            except Exception:  # noqa: BLE001 - one bad message must not stop the receiving
+            except Exception:  # noqa: BLE001 - one bad message must not stop the reading
                 log.exception("request_receiving_failed")
                 continue
             if work is None:
                 continue
-            with self._cond:
-                if self._idle or len(self._threads) == 1:
-                    self._leading = False  # a pool of one reads again once this is done
-                    self._cond.notify()
-                    return work
-                self._tasks.append(work)  # all busy: the next free worker takes it
+            turn = self._running = _Turn(self, time.monotonic())
+            self._last_start = turn.since
+            if not self._watched:
+                self._watched = True
+                self._start_watch()
+            holding_mailbox(turn.hand_off)
+            try:
+                self._run(*work)
+            finally:
+                holding_mailbox(None)
+                del work
+                with self._cond:
+                    if self._running is turn:
+                        self._running = None
+            if turn.handed_off:
+                return
         with self._cond:
             self._leading = False
             self._cond.notify_all()
-        return None
+
+
+
+class _Turn:
+    """One request run by the leader that read it, and whether it has handed on the mailbox."""
+
+    __slots__ = ("pool", "since", "handed_off")
+
+    def __init__(self, pool: LeaderPool, since: float):
+        self.pool, self.since, self.handed_off = pool, since, False
+
+    def hand_off(self) -> None:
+        """Let an idle follower (or the next free worker) read the mailbox from now on."""
+        pool = self.pool
+        with pool._cond:
+            if self.handed_off or pool._running is not self:  # over, or handed on already
+                return
+            self.handed_off = True
+            pool._running = None
+            pool._leading = False
+            pool._cond.notify()

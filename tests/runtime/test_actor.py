@@ -172,6 +172,29 @@ def test_with_workers_receiving_inline_handlers_keep_mailbox_order():
     assert seen == list(range(200))
 
 
+def test_with_workers_receiving_a_handler_blocked_outside_the_runtime_does_not_hold_the_mailbox():
+    # The worker that read the first request runs it while still the mailbox's only
+    # reader; it blocks on an event that only the second request sets, so the
+    # watchdog must hand the mailbox to another worker.
+    opened = threading.Event()
+    with Actor(name="server", workers_receive=True, num_worker_threads=2) as server, \
+            Actor(None, name="client") as client:
+        server.register(peers.HANG, lambda msg: opened.wait(30))
+        server.register(peers.ECHO, lambda msg: opened.set())
+        waiting = client.request(server.address, peers.HANG, None, timeout=30)
+        client.request(server.address, peers.ECHO, None, timeout=30).wait(30)
+        assert waiting.wait(30) is True
+
+
+def test_with_workers_receiving_a_handler_may_wait_on_a_request_to_its_own_actor():
+    with Actor(name="server", workers_receive=True, num_worker_threads=2) as server:
+        server.register(peers.ECHO, lambda msg: msg.payload)
+        server.register(peers.SUM, lambda msg: server.request(
+            server.address, peers.ECHO, msg.payload, timeout=10).wait(10) + 1)
+        with Actor(None, name="client") as client:
+            assert client.request(server.address, peers.SUM, 41, timeout=10).wait(10) == 42
+
+
 def test_with_workers_receiving_a_pool_of_one_serves_request_after_request():
     with Actor(name="server", workers_receive=True, num_worker_threads=1) as server, \
             Actor(None, name="client") as client:
