@@ -121,6 +121,7 @@ class Mailbox:
         self._wake_pending = False
         # With `workers_receive`, requests are read by `receive_request`, not the loop.
         self._receiver_wake = WakePipe() if workers_receive else None
+        self._receiver_poller: Optional[Any] = None  # a select.poll object
         self._timers: List[tuple] = []
         self._timer_seq = itertools.count()
         self._poller = zmq.Poller()
@@ -324,11 +325,13 @@ class Mailbox:
         if request is not None:
             return request
         with self._router_lock:
-            router_fd = None if self._router is None else self._router.getsockopt(zmq.FD)
-        poller = select.poll()
-        if router_fd is not None:  # once closed, only a wake-up ends the wait
-            poller.register(router_fd, select.POLLIN)
-        poller.register(self._receiver_wake.fd, select.POLLIN)
+            poller = self._receiver_poller if self._router is not None else None
+            if poller is None:  # built once; once the ROUTER is closed, only a wake-up
+                poller = select.poll()
+                poller.register(self._receiver_wake.fd, select.POLLIN)
+                if self._router is not None:
+                    poller.register(self._router.getsockopt(zmq.FD), select.POLLIN)
+                    self._receiver_poller = poller
         for fd, _ in poller.poll(int(timeout * 1000)):
             if fd == self._receiver_wake.fd:
                 self._receiver_wake.drain()
@@ -411,6 +414,7 @@ class Mailbox:
             if self._router is not None:
                 self._router.close(0)
                 self._router = None
+                self._receiver_poller = None
         self._io_wake.close()
         self._ctx.term()
         self._stopping = True
