@@ -252,7 +252,9 @@ class RpcAgent:
         result = self._run(msg)
         peer, request_meta = self.directory.resolve(msg.payload[3]), msg.payload[4]
         if getattr(msg.payload[0], "_async_execution", False):
-            return result.then(lambda done: self._respond(done.value(), peer, request_meta))
+            if not result.done() or result.exception() is not None:
+                return result.then(lambda done: self._respond(done.value(), peer, request_meta))
+            result = result.value()  # answered at once: no continuation to chain
         return self._respond(result, peer, request_meta)
 
     @staticmethod

@@ -6,9 +6,7 @@ releases it everywhere it went (`release`).
 """
 from __future__ import annotations
 
-import traceback
-from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -19,33 +17,46 @@ from engine.errors import AutogradError
 from engine.tensor import Tensor
 
 from .context import AutogradContext, BackwardPass, container
-from .errors import ContextActiveError, DistBackwardError
-from .exchange import Exchange
+from .errors import ContextActiveError
+from .exchange import Exchange, failure
 from .release import release
 
 log = get_logger(__name__)
+
 
 def _me() -> actors.WorkerInfo:
     return actors.get_worker_info()
 
 
-@contextmanager
-def context() -> Iterator[int]:
-    """A new distributed autograd context, current in this thread; yields its id.
+def context() -> "ContextScope":
+    """A new distributed autograd context, current in this thread; ``with`` yields its id.
 
     Leaving the block releases the context here and, asynchronously, on every worker
     it touched (and transitively on the workers they touched).
     """
-    if container.current() is not None:
-        raise ContextActiveError("a distributed autograd context is already active in this "
-                                 "thread; contexts do not nest")
-    ctx = container.create(_me().id)
-    log.debug("dist_autograd_context_created", context_id=ctx.id)
-    with container.using(ctx):
+    return ContextScope()
+
+
+class ContextScope:
+    """The ``with`` block of `context()` (a class: it wraps every training step)."""
+
+    __slots__ = ("_using", "_id")
+
+    def __enter__(self) -> int:
+        if container.current() is not None:
+            raise ContextActiveError("a distributed autograd context is already active in "
+                                     "this thread; contexts do not nest")
+        ctx = container.create(_me().id)
+        log.debug("dist_autograd_context_created", context_id=ctx.id)
+        self._id, self._using = ctx.id, container.using(ctx)
+        self._using.__enter__()
+        return ctx.id
+
+    def __exit__(self, *exc: object) -> None:
         try:
-            yield ctx.id
+            self._using.__exit__(*exc)
         finally:
-            release(ctx.id)
+            release(self._id)
 
 
 def get_gradients(context_id: int) -> dict:
@@ -97,13 +108,3 @@ def _warn_if_unfinished(ctx: AutogradContext, part: BackwardPass) -> None:
         log.warning("dist_backward_incomplete", context_id=ctx.id, nodes_not_run=waiting,
                     hint="an RPC output the loss does not use leaves its send function "
                          "without a gradient (FAST mode)")
-
-
-def failure(worker: str, exc: BaseException) -> BaseException:
-    """The error a failed part reports: remote failures, lost workers and timeouts pass
-    unchanged."""
-    if isinstance(exc, (DistBackwardError, ConnectionError, TimeoutError)):
-        return exc
-    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    log.warning("dist_backward_failed", worker=worker, error=f"{type(exc).__name__}: {exc}")
-    return DistBackwardError(worker, f"{type(exc).__name__}: {exc}", text)

@@ -16,17 +16,23 @@ and the common case, one worker calling another, costs a single round trip.
 from __future__ import annotations
 
 import threading
+import traceback
 from collections import deque
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 import actors
+from actors.rpc.state import current_agent
 from actors.runtime import Future
+from actors.runtime.log import get_logger
 from actors.runtime.futures import completed
 from engine.errors import AutogradError
 
 from .context import AutogradContext, BackwardPass, container
+from .errors import DistBackwardError
+
+log = get_logger(__name__)
 
 Item = Tuple[int, List[Optional[np.ndarray]]]
 Outgoing = Dict[int, List[Item]]
@@ -155,14 +161,20 @@ class Exchange:
                     for rank, items in outgoing.items()]
 
 
+def failure(worker: str, exc: BaseException) -> BaseException:
+    """The error a failed part reports: remote failures, lost workers and timeouts pass
+    unchanged."""
+    if isinstance(exc, (DistBackwardError, ConnectionError, TimeoutError)):
+        return exc
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    log.warning("dist_backward_failed", worker=worker, error=f"{type(exc).__name__}: {exc}")
+    return DistBackwardError(worker, f"{type(exc).__name__}: {exc}", text)
+
+
 @actors.async_execution
 def backward_step(context_id: int, pass_id: int, retain_graph: bool, requester: int,
                   items: List[Item]) -> Future:
     """Serve a backward step (see the module doc); the reply holds the requester's items."""
-    from actors.rpc.state import current_agent
-
-    from .backward import failure
-
     agent = current_agent()
     ctx = container.get(context_id, agent.name)
     try:
