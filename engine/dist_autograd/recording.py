@@ -15,11 +15,13 @@ import contextlib
 from typing import Any, ContextManager, List, Optional, Tuple
 
 from actors.rpc import RpcEnvelope, RpcHook, WorkerInfo
+from actors.rpc.state import current_agent
 from actors.runtime.log import get_logger
 from engine.autograd.graph import gradient_edge
 from engine.tensor import Tensor
 
 from .context import AutogradContext, container
+from .exchange import send_gradients
 from .functions import RecvFunction, SendFunction
 from .release import owed, release_all
 
@@ -64,9 +66,7 @@ def grad_tensors(value: Any) -> List[Tensor]:
 
 
 def new_message_id() -> int:
-    from actors import get_worker_info
-
-    return container.new_id(get_worker_info().id)
+    return container.new_id(current_agent().rank)
 
 
 def record_send(context: AutogradContext, envelope: RpcEnvelope, value: Any) -> Optional[int]:
@@ -86,8 +86,6 @@ def record_recv(context: AutogradContext, message_id: Optional[int], peer: Worke
     context.workers.add(peer.id)
     if message_id is None:
         return
-    from .exchange import send_gradients
-
     tensors = grad_tensors(value)
     recv = RecvFunction(message_id, peer, len(tensors), send_gradients, context.id)
     for slot, tensor in enumerate(tensors):

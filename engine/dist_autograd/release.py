@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 from typing import Dict, Iterable, List, Optional
 
+from actors.rpc.state import current_agent
 from actors.runtime.log import get_logger
 
 from .context import container
@@ -31,8 +32,6 @@ def release(context_id: int, came_from: Optional[int] = None) -> None:
     ctx = container.release(context_id)
     if ctx is None:
         return
-    from actors.rpc.state import current_agent
-
     me = current_agent().rank
     for rank in ctx.workers - {me, came_from}:
         owed.add(rank, context_id)
@@ -93,8 +92,6 @@ class OwedReleases:
 
     @staticmethod
     def _send(rank: int, context_ids: List[int]) -> None:
-        from actors.rpc.state import current_agent
-
         try:
             agent = current_agent()
             with container.using(None):
