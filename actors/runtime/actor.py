@@ -98,6 +98,8 @@ class Actor:
 
     def start(self) -> "Actor":
         self._mailbox.start()
+        if isinstance(self._pool, LeaderPool):
+            self._pool.start()  # its threads read the mailbox: not before it runs
         self._started = True
         log.info("actor_started", actor=self.name, address=self.address)
         return self

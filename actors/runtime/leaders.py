@@ -18,6 +18,9 @@ it too long:
   block anywhere or compute for long.
 
 Handlers registered inline run on the leader as they are read, in mailbox order.
+Work submitted to the pool goes to an idle follower; when none is idle the leader
+runs it between two reads, the same way as a request it read. A thread that finds
+nobody reading takes the mailbox before any queued work.
 """
 from __future__ import annotations
 
@@ -51,7 +54,7 @@ class LeaderPool(WorkerPool):
 
     `receive` is called by the leader only; `wake` makes a pending `receive` return;
     `start_watch()` asks for `watch()` to be called every `WATCH_INTERVAL` seconds
-    (from another thread) until it returns False.
+    (from another thread) until it returns False. Threads start with `start()`.
     """
 
     def __init__(self, num_threads: int, name: str, receive: Receive, wake: Callable[[], None],
@@ -59,20 +62,29 @@ class LeaderPool(WorkerPool):
         self._receive, self._wake, self._start_watch = receive, wake, start_watch
         self._cond = threading.Condition()
         self._tasks: "collections.deque[Work]" = collections.deque()
-        self._idle = 0
+        self._idle = 0  # followers waiting and not yet woken
         self._leading = False
         self._running: Optional[_Turn] = None  # the leader's request, while it runs it
         self._last_start = 0.0
         self._watched = False
-        super().__init__(num_threads, name)
+        super().__init__(num_threads, name, start=False)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._cond:
             if self._stopped:
                 raise ActorStoppedError("worker pool is stopped")
             self._tasks.append((fn, args))
-            if self._idle:
-                self._cond.notify()
+            woken = self._wake_follower()
+        if not woken:
+            self._wake()  # the leader runs it between two reads
+
+    def _wake_follower(self) -> bool:
+        """Wake one idle follower, if any; hold `_cond`."""
+        if not self._idle:
+            return False
+        self._idle -= 1
+        self._cond.notify()
+        return True
 
     def stop(self, timeout: float = 5.0) -> None:
         """Finish queued work, then join every thread (each join bounded by `timeout`)."""
@@ -80,6 +92,7 @@ class LeaderPool(WorkerPool):
             if self._stopped:
                 return
             self._stopped = True
+            self._idle = 0
             self._cond.notify_all()
         self._wake()
         self._join(timeout)
@@ -107,27 +120,35 @@ class LeaderPool(WorkerPool):
                 while not self._tasks and self._leading and not self._stopped:
                     self._idle += 1
                     self._cond.wait()
-                    self._idle -= 1
-                if self._tasks:
-                    work: Optional[Work] = self._tasks.popleft()
-                elif self._stopped:
-                    return
+                work: Optional[Work] = None
+                if not self._leading and not self._stopped:
+                    self._leading = True  # nobody reads: that comes first
+                elif self._tasks:
+                    work = self._tasks.popleft()
                 else:
-                    self._leading, work = True, None
+                    return  # stopped, and nothing left to run
             if work is None:
                 self._lead()
             else:
                 self._run(*work)
                 del work  # as in WorkerPool._work
 
+    def _next(self) -> Optional[Work]:
+        """Queued work first (nobody idle took it), else the next request read."""
+        if self._tasks:
+            with self._cond:
+                if self._tasks:
+                    return self._tasks.popleft()
+        try:
+            return self._receive(_RECEIVE_SLICE)
+        except Exception:  # noqa: BLE001 - one bad message must not stop the reading
+            log.exception("request_receiving_failed")
+            return None
+
     def _lead(self) -> None:
         """Read and run requests until the mailbox is handed on or the pool stops."""
         while not self._stopped:
-            try:
-                work = self._receive(_RECEIVE_SLICE)
-            except Exception:  # noqa: BLE001 - one bad message must not stop the reading
-                log.exception("request_receiving_failed")
-                continue
+            work = self._next()
             if work is None:
                 continue
             turn = self._running = _Turn(self, time.monotonic())
@@ -169,4 +190,4 @@ class _Turn:
             self.handed_off = True
             pool._running = None
             pool._leading = False
-            pool._cond.notify()
+            pool._wake_follower()

@@ -310,9 +310,9 @@ class Mailbox:
             if router is None or not router.getsockopt(zmq.EVENTS) & _POLLIN:
                 return None
             frames = recv_frames(router)
-        identity = frames[0].bytes
-        if self._on_sender_lost is not None:
-            self._sender_fds[identity] = frames[0].get(zmq.SRCFD)
+            identity = frames[0].bytes
+            if self._on_sender_lost is not None:  # under the lock: see _on_router_disconnect
+                self._sender_fds[identity] = frames[0].get(zmq.SRCFD)
         return identity, frames[1:]
 
     def receive_request(self, timeout: float) -> Optional[Tuple[bytes, List[zmq.Frame]]]:
@@ -362,10 +362,13 @@ class Mailbox:
 
     def _on_router_disconnect(self) -> None:
         fd = recv_monitor_message(self._router_monitor)["value"]
-        # A copy: receiving threads add senders meanwhile.
-        lost = [identity for identity, known in list(self._sender_fds.items()) if known == fd]
+        # Under the lock that receiving threads hold while they note a sender, so that
+        # no message read from the closed connection is noted after this.
+        with self._router_lock:
+            lost = [identity for identity, known in self._sender_fds.items() if known == fd]
+            for identity in lost:
+                del self._sender_fds[identity]
         for identity in lost:
-            del self._sender_fds[identity]
             log.info("sender_lost", actor=self.name, sender=identity.hex())
             self._dispatch(lambda _origin, who: self._on_sender_lost(who), None, identity)
 

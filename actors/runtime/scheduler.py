@@ -64,7 +64,7 @@ class CountedTask:
 class WorkerPool:
     """A fixed number of threads that run submitted callables in arrival order."""
 
-    def __init__(self, num_threads: int, name: str = "actor"):
+    def __init__(self, num_threads: int, name: str = "actor", start: bool = True):
         if num_threads < 1:
             raise ValueError(f"num_worker_threads must be >= 1, got {num_threads}")
         self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
@@ -73,6 +73,11 @@ class WorkerPool:
             for i in range(num_threads)
         ]
         self._stopped = False
+        if start:
+            self.start()
+
+    def start(self) -> None:
+        """Start the threads (done by the constructor unless told otherwise)."""
         for thread in self._threads:
             thread.start()
 
@@ -102,7 +107,7 @@ class WorkerPool:
     def _join(self, timeout: float) -> None:
         current = threading.current_thread()
         for thread in self._threads:
-            if thread is not current:
+            if thread is not current and thread.ident is not None:  # started
                 thread.join(timeout)
                 if thread.is_alive():
                     log.warning("worker_thread_still_running", thread=thread.name)

@@ -129,10 +129,13 @@ class Exchange:
 
         def arrived(future: Future) -> None:
             exc = future.exception()
-            if exc is not None:
-                finish(exc)
-            else:
-                on_pool(fold, future.value())
+            if exc is None:
+                try:
+                    on_pool(fold, future.value())
+                    return
+                except Exception as stopped:  # noqa: BLE001 - e.g. the pool is stopping
+                    exc = stopped
+            finish(exc)
 
         def fold(items: List[Item]) -> None:
             try:

@@ -2,8 +2,8 @@
 
 On the sender of a request or response made inside a context, the tensors that
 require grad among its arguments (or return value) get a `SendFunction` whose edges
-lead to them; the message carries ``(context_id, message_id)`` in its meta, with
-the context releases owed to its receiver (see `release`). The receiver
+lead to them; the message carries ``(context_id, message_id)`` in its meta, and a
+request the context releases owed to its receiver (see `release`). The receiver
 creates the context on first sight, gives the received tensors a `RecvFunction` as
 their `grad_fn`, and runs the called function inside that context, so nested calls
 record too. Tensors are found in lists, tuples, dicts and user objects' attributes,
@@ -93,13 +93,13 @@ def record_recv(context: AutogradContext, message_id: Optional[int], peer: Worke
     context.recvs[message_id] = recv
 
 
-def _tag(envelope: RpcEnvelope, context: Optional[AutogradContext]) -> None:
+def _tag(envelope: RpcEnvelope, context: Optional[AutogradContext], request: bool) -> None:
     """Put ``(context_id, message_id, released_ids)`` in the message's meta, if any is set.
 
-    The released ids are the context releases owed to the peer (see `release`).
+    A request also carries the context releases owed to its receiver (see `release`).
     """
     message_id = None if context is None else record_send(context, envelope, envelope.payload)
-    released = owed.take(envelope.peer.id)
+    released = owed.peek(envelope.peer.id) if request else None
     if context is not None or released:
         envelope.meta[HOOK_NAME] = (None if context is None else context.id, message_id,
                                     released)
@@ -120,7 +120,7 @@ class DistAutogradHook(RpcHook):
     """Attaches distributed autograd to every RPC (see the module docstring)."""
 
     def request_sent(self, envelope: RpcEnvelope) -> None:
-        _tag(envelope, container.current())
+        _tag(envelope, container.current(), request=True)
 
     def request_received(self, envelope: RpcEnvelope) -> ContextManager:
         context_id, message_id = _untag(envelope)
@@ -132,9 +132,13 @@ class DistAutogradHook(RpcHook):
 
     def response_sent(self, envelope: RpcEnvelope) -> None:
         tag = envelope.request_meta.get(HOOK_NAME)
-        _tag(envelope, container.find(tag[0]) if tag and tag[0] is not None else None)
+        _tag(envelope, container.find(tag[0]) if tag and tag[0] is not None else None,
+             request=False)
 
     def response_received(self, envelope: RpcEnvelope) -> None:
+        sent = envelope.request_meta.get(HOOK_NAME)
+        if sent is not None and sent[2]:  # the releases it carried arrived
+            owed.settle(envelope.peer.id, sent[2])
         context_id, message_id = _untag(envelope)
         context = None if context_id is None else container.find(context_id)
         if context is not None:

@@ -1,9 +1,11 @@
 """Releasing a context on every worker it touched, without a message of its own.
 
 Leaving a context forgets it here and owes a release to each worker its part
-touched. An owed release rides along with the next RPC to that worker (the hook
-puts the ids in the message's meta), or, if none goes there soon, a flusher sends
-it within `FLUSH_INTERVAL`. A training loop therefore sends no release messages at
+touched. An owed release rides along with the next call to that worker (the hook
+puts the ids in the request's meta) and stays owed until that call is answered, so a
+call that fails to leave or to come back loses nothing; if no call goes there soon, a
+flusher sends it within `FLUSH_INTERVAL`. Releasing twice is harmless: a worker
+that no longer has the context ignores it. A training loop therefore sends no release messages at
 all: each iteration's first call carries the previous one's. A worker that
 receives a release forwards it the same way to the workers its part touched,
 except the one it heard from; a worker that no longer has the context stops there,
@@ -64,12 +66,23 @@ class OwedReleases:
                 else:
                     self._wake.notify()
 
-    def take(self, rank: int) -> Optional[List[int]]:
-        """The releases owed to `rank`, now handed over to a message going there."""
+    def peek(self, rank: int) -> Optional[List[int]]:
+        """The releases owed to `rank`, for a call going there; still owed until `settle`."""
         if not self._by_rank:  # the common case, without the lock
             return None
         with self._wake:
-            return self._by_rank.pop(rank, None)
+            owed = self._by_rank.get(rank)
+            return list(owed) if owed else None
+
+    def settle(self, rank: int, context_ids: Iterable[int]) -> None:
+        """`rank` answered a call that carried these releases: they are no longer owed."""
+        with self._wake:
+            owed = self._by_rank.get(rank)
+            if owed:
+                done = set(context_ids)
+                owed[:] = [context_id for context_id in owed if context_id not in done]
+                if not owed:
+                    del self._by_rank[rank]
 
     def drop(self, rank: int) -> None:
         """Forget what is owed to a worker that is gone."""
@@ -80,7 +93,7 @@ class OwedReleases:
         idle = 0
         while True:
             with self._wake:
-                if idle >= _IDLE_ROUNDS:
+                if idle >= _IDLE_ROUNDS and not self._by_rank:
                     self._parked = True
                     self._wake.wait_for(lambda: not self._parked)
                     idle = 0

@@ -160,6 +160,19 @@ def test_a_release_reaches_workers_that_get_no_further_call(world3):
     assert actors.rpc_sync("worker1", workers.contexts_alive) == 0
 
 
+def test_a_release_carried_by_a_call_that_fails_to_leave_is_not_lost(world3):
+    with dist_autograd.context() as context_id:
+        a = engine.ones(3, requires_grad=True)
+        b = actors.rpc_sync("worker1", workers.tanh_then_next, args=(a.reshape(1, 3),
+                                                                      "worker2"))
+        dist_autograd.backward(context_id, [b.sum()])
+    # The release owed to worker1 rides with the next call there; this one cannot be
+    # pickled, so it never leaves, and the release must stay owed.
+    with pytest.raises(TypeError):
+        actors.rpc_sync("worker1", workers.contexts_alive, args=(threading.Lock(),))
+    assert wait_until(lambda: actors.rpc_sync("worker1", workers.contexts_alive) == 0)
+
+
 def test_an_unknown_context_id_is_an_error_naming_it(world3):
     with pytest.raises(UnknownContextError, match="0x1234") as info:
         dist_autograd.get_gradients(0x1234)

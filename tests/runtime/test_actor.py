@@ -195,6 +195,26 @@ def test_with_workers_receiving_a_handler_may_wait_on_a_request_to_its_own_actor
             assert client.request(server.address, peers.SUM, 41, timeout=10).wait(10) == 42
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_with_workers_receiving_submitted_work_runs_when_no_follower_is_idle(threads):
+    # One thread is the leader; with two, the other is kept busy. Work submitted to
+    # the pool must still run, between two reads of the leader.
+    ran, busy, release = threading.Event(), threading.Event(), threading.Event()
+    with Actor(name="server", workers_receive=True, num_worker_threads=threads) as server, \
+            Actor(None, name="client") as client:
+        server.register(peers.HANG, lambda msg: busy.set() or release.wait(30))
+        server.register(peers.ECHO, lambda msg: server.pool.submit(ran.set), inline=True)
+        hanging = None
+        if threads == 2:
+            hanging = client.request(server.address, peers.HANG, None, timeout=30)
+            assert busy.wait(10)
+        client.request(server.address, peers.ECHO, None, timeout=10).wait(10)
+        assert ran.wait(10)
+        release.set()
+        if hanging is not None:
+            assert hanging.wait(30) is True
+
+
 def test_with_workers_receiving_a_pool_of_one_serves_request_after_request():
     with Actor(name="server", workers_receive=True, num_worker_threads=1) as server, \
             Actor(None, name="client") as client:
