@@ -134,6 +134,22 @@ def test_pickling_keeps_data_and_requires_grad_but_not_the_graph():
     assert z is not x and z.data is not x.data
 
 
+@pytest.mark.parametrize("array", [
+    np.arange(9, dtype=np.float32).reshape(3, 3),      # small: raw bytes
+    np.arange(6, dtype=np.int64).reshape(2, 3).T,      # small and not contiguous
+    np.array(3.5),                                     # 0-d
+    np.array([True, False]),
+    np.arange(4, dtype=np.complex64),
+    np.linspace(0, 1, 5000).reshape(50, 100),          # large: numpy's own reduction
+], ids=["float32", "transposed", "0-d", "bool", "complex", "large"])
+def test_pickled_tensors_keep_dtype_shape_values_and_are_writable(array):
+    x = engine.tensor(array, requires_grad=array.dtype.kind in "fc")
+    y = pickle.loads(pickle.dumps(x, protocol=5))
+    assert y.dtype == array.dtype and y.shape == array.shape
+    assert y.requires_grad == x.requires_grad and y.data.flags.writeable
+    np.testing.assert_array_equal(y.data, array)
+
+
 def test_op_functions_pickle_by_reference():
     for fn in (engine.add, engine.matmul, engine.relu, engine.sum):
         assert pickle.loads(pickle.dumps(fn)) is fn
