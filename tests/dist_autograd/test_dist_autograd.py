@@ -136,13 +136,18 @@ def test_concurrent_contexts_never_mix_gradients(world3):
         np.testing.assert_allclose(grad, 2 * a)
 
 
+def _chained_step() -> None:
+    """One forward and backward through worker0 → worker1 → worker2, in a context."""
+    with dist_autograd.context() as context_id:
+        a = engine.ones(3, requires_grad=True)
+        b = actors.rpc_sync("worker1", workers.tanh_then_next, args=(a.reshape(1, 3),
+                                                                      "worker2"))
+        dist_autograd.backward(context_id, [b.sum()])
+
+
 def test_leaving_the_block_releases_the_context_on_every_worker(world3):
     for _ in range(20):
-        with dist_autograd.context() as context_id:
-            a = engine.ones(3, requires_grad=True)
-            b = actors.rpc_sync("worker1", workers.tanh_then_next, args=(a.reshape(1, 3),
-                                                                          "worker2"))
-            dist_autograd.backward(context_id, [b.sum()])
+        _chained_step()
     assert len(dist_autograd.container) == 0
     for worker in ("worker1", "worker2"):
         assert wait_until(lambda w=worker: actors.rpc_sync(w, workers.contexts_alive) == 0)
@@ -151,21 +156,13 @@ def test_leaving_the_block_releases_the_context_on_every_worker(world3):
 def test_a_release_reaches_workers_that_get_no_further_call(world3):
     # Releases ride with the next call to each worker; here no call goes to worker1
     # afterwards, so worker0's flusher must tell it, and worker1's must tell worker2.
-    with dist_autograd.context() as context_id:
-        a = engine.ones(3, requires_grad=True)
-        b = actors.rpc_sync("worker1", workers.tanh_then_next, args=(a.reshape(1, 3),
-                                                                      "worker2"))
-        dist_autograd.backward(context_id, [b.sum()])
+    _chained_step()
     assert wait_until(lambda: actors.rpc_sync("worker2", workers.contexts_alive) == 0)
     assert actors.rpc_sync("worker1", workers.contexts_alive) == 0
 
 
 def test_a_release_carried_by_a_call_that_fails_to_leave_is_not_lost(world3):
-    with dist_autograd.context() as context_id:
-        a = engine.ones(3, requires_grad=True)
-        b = actors.rpc_sync("worker1", workers.tanh_then_next, args=(a.reshape(1, 3),
-                                                                      "worker2"))
-        dist_autograd.backward(context_id, [b.sum()])
+    _chained_step()
     # The release owed to worker1 rides with the next call there; this one cannot be
     # pickled, so it never leaves, and the release must stay owed.
     with pytest.raises(TypeError):
