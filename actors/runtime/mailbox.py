@@ -18,7 +18,6 @@ from __future__ import annotations
 import collections
 import heapq
 import itertools
-import os
 import select
 import threading
 import time
@@ -30,6 +29,7 @@ from zmq.utils.monitor import recv_monitor_message
 from .errors import ActorStoppedError, AddressInUseError
 from .log import get_logger
 from .sockets import COPY_THRESHOLD, open_dealer, recv_frames, send_frames
+from .wakeup import WakePipe
 
 log = get_logger(__name__)
 
@@ -47,41 +47,6 @@ class TimerHandle:
 
     def cancel(self) -> None:
         self.cancelled = True
-
-
-class WakePipe:
-    """A pipe that one thread sleeps on (in a poll) and any thread writes to, to wake it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.fd, self._write_fd = os.pipe()
-        os.set_blocking(self.fd, False)
-        os.set_blocking(self._write_fd, False)
-
-    def wake(self) -> None:
-        # Under the lock that guards closing: a closed descriptor's number may be
-        # reused by another file at once, and must never be written to.
-        with self._lock:
-            if self._write_fd is None:
-                return
-            try:
-                os.write(self._write_fd, b"\0")
-            except BlockingIOError:
-                pass  # the pipe is full, so a wake-up is already pending
-
-    def drain(self) -> None:
-        try:
-            while os.read(self.fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
-
-    def close(self) -> None:
-        with self._lock:
-            if self._write_fd is not None:
-                os.close(self.fd)
-                os.close(self._write_fd)
-                self._write_fd = None
 
 
 class Mailbox:
