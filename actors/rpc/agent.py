@@ -9,7 +9,6 @@ not.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import threading
 from typing import Any, Callable, Dict, Optional, Set, Tuple
@@ -114,7 +113,7 @@ class RpcAgent:
         if remote is not None:
             kind, payload = Kind.RPC_REMOTE, payload + remote
         seconds = self.timeout if timeout is None else timeout
-        with self._sending(info):
+        with _Sending(info):
             reply = self.actor.request(self.directory.address(info), kind, payload,
                                        seconds or None)
         self._track(+1)
@@ -132,7 +131,7 @@ class RpcAgent:
         channel = self._channel(info)
         self._track(+1)
         try:
-            with self._sending(info):
+            with _Sending(info):
                 value, reply_meta = channel.call(Kind.RPC_CALL, payload, seconds or None)
         except PeerLostError as exc:
             self._mark_lost(info)
@@ -150,12 +149,8 @@ class RpcAgent:
             info, payload, _ = self._outgoing(to, fn, args, kwargs)
         except WorkerLostError:
             return
-        with self._sending(info):
+        with _Sending(info):
             self.actor.notify(self.directory.address(info), Kind.RPC_CALL, payload)
-
-    @staticmethod
-    def _sending(info: WorkerInfo) -> "_Sending":
-        return _Sending(info)
 
     def _channel(self, info: WorkerInfo) -> Channel:
         channel = self._channels.get(info.id)
@@ -218,8 +213,9 @@ class RpcAgent:
 
     # ---- serving ------------------------------------------------------------------
 
-    def _run(self, msg: Message) -> Any:
-        """Run a received call inside its hooks' contexts; a Future for async functions."""
+    def _run(self, msg: Message) -> Tuple[Any, WorkerInfo]:
+        """Run a received call inside its hooks' contexts: ``(result, caller)``, the result
+        a Future for async functions."""
         # A peer that finished joining may call before this worker has read the world.
         if not self._joined.is_set() and not self._joined.wait(self.timeout):
             raise RpcNotInitializedError(f"worker {self.name!r} has not joined its world")
@@ -229,28 +225,18 @@ class RpcAgent:
         envelope = RpcEnvelope((args, kwargs), peer, meta)
         if meta:
             hook_registry.load_hooks_for(meta)
-        registered = hook_registry.hooks()
-        if len(registered) == 1:  # the common case, without an ExitStack
-            with registered[0][1].request_received(envelope):
-                args, kwargs = envelope.payload
-                result = fn(*args, **kwargs)
-        elif registered:
-            with contextlib.ExitStack() as stack:
-                for _, hook in registered:
-                    stack.enter_context(hook.request_received(envelope))
-                args, kwargs = envelope.payload
-                result = fn(*args, **kwargs)
-        else:
+        with hook_registry.request_contexts(envelope):
+            args, kwargs = envelope.payload
             result = fn(*args, **kwargs)
         if getattr(fn, "_async_execution", False) and not isinstance(result, Future):
             raise TypeError(f"async_execution function {fn.__qualname__} must return an "
                             f"actors.Future, got {type(result).__name__}")
-        return result
+        return result, peer
 
     def _serve_call(self, msg: Message) -> Any:
         """The reply ``(value, meta)``: now, or as a Future for async_execution functions."""
-        result = self._run(msg)
-        peer, request_meta = self.directory.resolve(msg.payload[3]), msg.payload[4]
+        result, peer = self._run(msg)
+        request_meta = msg.payload[4]
         if getattr(msg.payload[0], "_async_execution", False):
             if not result.done() or result.exception() is not None:
                 return result.then(lambda done: self._respond(done.value(), peer, request_meta))
@@ -275,7 +261,7 @@ class RpcAgent:
 
         def create() -> None:
             try:
-                result = self._run(msg)
+                result, _ = self._run(msg)
                 if not getattr(msg.payload[0], "_async_execution", False):
                     result = completed(result)
             except Exception as exc:  # noqa: BLE001 - delivered to the value and the creator

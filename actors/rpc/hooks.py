@@ -9,7 +9,7 @@ its own name in `meta`, which travels with the message to the other side.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ContextManager, Dict, List, Optional, Set, Tuple
+from typing import Any, ContextManager, Dict, Iterator, List, Optional, Set, Tuple
 
 from .directory import WorkerInfo
 
@@ -80,6 +80,23 @@ def unregister_hook(name: str) -> None:
 
 def hooks() -> List[Tuple[str, RpcHook]]:
     return _hooks
+
+
+def request_contexts(envelope: RpcEnvelope) -> ContextManager:
+    """The context managers the registered hooks return for a received request, as one."""
+    if len(_hooks) == 1:  # the common case, without an ExitStack
+        return _hooks[0][1].request_received(envelope)
+    if not _hooks:
+        return contextlib.nullcontext()
+    return _all_received(list(_hooks), envelope)
+
+
+@contextlib.contextmanager
+def _all_received(hooks: List[Tuple[str, RpcHook]], envelope: RpcEnvelope) -> Iterator[None]:
+    with contextlib.ExitStack() as stack:
+        for _, hook in hooks:
+            stack.enter_context(hook.request_received(envelope))
+        yield
 
 
 def load_hooks_for(meta: dict) -> None:

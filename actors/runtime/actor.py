@@ -74,7 +74,7 @@ class Actor:
             self._pool: WorkerPool = LeaderPool(num_worker_threads, name, self._receive,
                                                 self._mailbox.wake_receiver, self._start_watch)
         else:
-            self._pool = WorkerPool(num_worker_threads, name)
+            self._pool = WorkerPool(num_worker_threads, name, start=False)
         self._started = False
         self._stopped = False
         self.register(Kind.PING, lambda msg: msg.payload, inline=True)
@@ -98,8 +98,7 @@ class Actor:
 
     def start(self) -> "Actor":
         self._mailbox.start()
-        if isinstance(self._pool, LeaderPool):
-            self._pool.start()  # its threads read the mailbox: not before it runs
+        self._pool.start()  # with workers_receive, its threads read the mailbox
         self._started = True
         log.info("actor_started", actor=self.name, address=self.address)
         return self

@@ -78,6 +78,16 @@ class LeaderPool(WorkerPool):
         if not woken:
             self._wake()  # the leader runs it between two reads
 
+    def _hand_off(self, turn: "_Turn") -> None:
+        """Let an idle follower (or the next free worker) read the mailbox from now on."""
+        with self._cond:
+            if turn.handed_off or self._running is not turn:  # over, or handed on already
+                return
+            turn.handed_off = True
+            self._running = None
+            self._leading = False
+            self._wake_follower()
+
     def _wake_follower(self) -> bool:
         """Wake one idle follower, if any; hold `_cond`."""
         if not self._idle:
@@ -182,12 +192,4 @@ class _Turn:
         self.pool, self.since, self.handed_off = pool, since, False
 
     def hand_off(self) -> None:
-        """Let an idle follower (or the next free worker) read the mailbox from now on."""
-        pool = self.pool
-        with pool._cond:
-            if self.handed_off or pool._running is not self:  # over, or handed on already
-                return
-            self.handed_off = True
-            pool._running = None
-            pool._leading = False
-            pool._wake_follower()
+        self.pool._hand_off(self)

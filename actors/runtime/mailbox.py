@@ -28,7 +28,7 @@ from zmq.utils.monitor import recv_monitor_message
 
 from .errors import ActorStoppedError, AddressInUseError
 from .log import get_logger
-from .sockets import COPY_THRESHOLD, open_dealer, recv_frames, send_frames
+from .sockets import open_dealer, recv_frames, send_frames
 from .wakeup import WakePipe
 
 log = get_logger(__name__)
@@ -96,7 +96,6 @@ class Mailbox:
 
     def _bind(self, address: str) -> zmq.Socket:
         router = self._ctx.socket(zmq.ROUTER)
-        router.copy_threshold = COPY_THRESHOLD
         router.setsockopt(zmq.LINGER, 0)
         router.setsockopt(zmq.ROUTER_MANDATORY, 1)
         router.setsockopt(zmq.RCVHWM, 0)
@@ -189,7 +188,7 @@ class Mailbox:
     def send_to_peer(self, address: str, frames: List[Any]) -> None:
         """Send `frames` to the actor at `address` over its DEALER; callable from any thread."""
         if self.in_io_thread():
-            send_frames(self._dealer(address), frames)
+            self._send_to_peer(address, frames)
         else:
             self.call_soon(self._send_to_peer, address, frames)
 

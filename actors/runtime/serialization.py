@@ -27,7 +27,7 @@ INBAND_LIMIT = 1024
 # Payloads made only of these (and of functions importable by name) pickle identically
 # with the standard pickler, which is several times faster than cloudpickle on small
 # messages (store operations, calls, acks).
-_PLAIN_SCALARS = {type(None), bool, int, float, str, bytes, np.ndarray}
+_PLAIN_TYPES = {type(None), bool, int, float, str, bytes, np.ndarray}
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict})
 _PLAIN_MAX_ITEMS = 64
 
@@ -56,12 +56,12 @@ def register_plain_type(cls: type) -> None:
     For importable classes whose ``__reduce__`` yields only plain data and
     importable functions (a tensor: its array and a flag).
     """
-    _PLAIN_SCALARS.add(cls)
+    _PLAIN_TYPES.add(cls)
 
 
 def _is_plain(value: Any, depth: int = 6) -> bool:
     kind = type(value)
-    if kind in _PLAIN_SCALARS:
+    if kind in _PLAIN_TYPES:
         return kind is not np.ndarray or not value.dtype.hasobject
     if kind is types.FunctionType:
         return _importable(value)

@@ -80,11 +80,13 @@ class Exchange:
                     self.part.task.run()
                 finally:
                     _running.produced = None
-                items = [item for rank, item in produced if rank == self.me]
+                items = []
                 for rank, item in produced:
-                    if rank == self.requester:
+                    if rank == self.me:
+                        items.append(item)
+                    elif rank == self.requester:
                         self.for_requester.append(item)
-                    elif rank != self.me:
+                    else:
                         outgoing.setdefault(rank, []).append(item)
                 if not items:
                     return outgoing
