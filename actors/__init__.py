@@ -20,7 +20,8 @@ _EXPORTS = {
         "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo",
         "get_worker_info", "async_execution", "RpcHook", "RpcEnvelope", "register_hook",
         "unregister_hook", "RpcError", "RpcInitError", "RpcNotInitializedError", "RRefError",
-        "WorkerLostError")},
+        "WorkerLostError", "register_service", "call_service", "call_service_async",
+        "notify_service", "run_on_pool")},
 }
 
 __all__ = sorted(_EXPORTS)

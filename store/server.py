@@ -10,6 +10,10 @@ like etcd leases or ZooKeeper ephemeral nodes: when the runtime reports that sen
 lost (connection closed, or ZMTP heartbeats missed), its keys are deleted through
 the KeySpace, so waiters and watchers hear of it like of any delete.
 
+`StoreServer` is what callers hold: the actor and the `StoreService` that handles
+its requests. The service's handlers reference the actor's core, never the
+`StoreServer`, so a dropped server stops (see `actors.runtime.actor`).
+
 Run on its own with ``python -m store.server --host H --port P``.
 """
 from __future__ import annotations
@@ -21,7 +25,7 @@ import sys
 import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
-from actors.runtime import Actor, Future, Kind, Message, ProtocolError
+from actors.runtime import Actor, ActorCore, Future, Kind, Message, ProtocolError
 from actors.runtime.log import get_logger
 from store.base import check_amount, check_key, check_keys, check_values, to_bytes
 from store.errors import QueueEmptyError, StoreTimeoutError
@@ -45,6 +49,31 @@ class StoreServer:
     """The store server actor, bound at ``tcp://host:port`` (port 0 picks a free one)."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
+        self._actor = Actor(f"tcp://{host}:{port}", name="store-server", num_worker_threads=1)
+        StoreService(self._actor.core)
+
+    @property
+    def address(self) -> str:
+        return self._actor.address
+
+    @property
+    def port(self) -> int:
+        return self._actor.port
+
+    def start(self) -> "StoreServer":
+        self._actor.start()
+        log.info("store_server_started", address=self.address)
+        return self
+
+    def stop(self) -> None:
+        self._actor.stop()
+        log.info("store_server_stopped", address=self.address)
+
+
+class StoreService:
+    """The store operations, as handlers of `actor` that apply them to one KeySpace."""
+
+    def __init__(self, actor: ActorCore):
         self._space = KeySpace()
         self._space.on_change = self._on_change
         self._space.on_queue_push = self._on_queue_push
@@ -53,7 +82,7 @@ class StoreServer:
         self._watchers: Dict[str, List[Message]] = {}
         self._ephemeral_owner: Dict[str, bytes] = {}  # key -> identity of its connection
         self._ephemeral_keys: Dict[bytes, Set[str]] = {}  # identity -> the keys it owns
-        self._actor = Actor(f"tcp://{host}:{port}", name="store-server", num_worker_threads=1)
+        self._actor = actor
         handlers = {
             Kind.STORE_SET: self._set,
             Kind.STORE_GET: self._get,
@@ -75,23 +104,6 @@ class StoreServer:
         self._actor.register(Kind.STORE_WATCH_KEY, self._watch_key, inline=True)
         self._actor.register(Kind.STORE_SET_EPHEMERAL, self._set_ephemeral, inline=True)
         self._actor.on_sender_lost(self._on_sender_lost)
-
-    @property
-    def address(self) -> str:
-        return self._actor.address
-
-    @property
-    def port(self) -> int:
-        return self._actor.port
-
-    def start(self) -> "StoreServer":
-        self._actor.start()
-        log.info("store_server_started", address=self.address)
-        return self
-
-    def stop(self) -> None:
-        self._actor.stop()
-        log.info("store_server_stopped", address=self.address)
 
     # ---- operations ---------------------------------------------------------------
 

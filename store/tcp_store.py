@@ -9,11 +9,16 @@ Watch pushes and ephemeral keys go over one long-lived session connection (a
 client-only actor made on first use), so an ephemeral key lives exactly as long as
 this client: `close()`, a killed process or a hung one (missed transport heartbeats)
 ends the session and the server deletes the key.
+
+A dropped TCPStore releases everything it holds: its channel and the server and
+session actors stop through their own finalizers (no thread references the store),
+and its finalizer ends the watch callbacks' thread.
 """
 from __future__ import annotations
 
 import socket
 import threading
+import weakref
 from datetime import timedelta
 from typing import Any, List, Optional, Sequence
 
@@ -191,9 +196,13 @@ class TCPStore(Store):
     def _session(self) -> Actor:
         """The long-lived session actor, started on first use (call under `_watch_lock`)."""
         if self._watch_actor is None:
-            self._watchers = WatchDispatcher("actorgrad-tcpstore-watch")
+            self._watchers = watchers = WatchDispatcher("actorgrad-tcpstore-watch")
+            weakref.finalize(self, watchers.close_soon).atexit = False
             self._watch_actor = Actor(None, name="store-session", num_worker_threads=1)
-            self._watch_actor.on_push(Kind.STORE_WATCH_EVENT, self._on_watch_event)
+            self._watch_actor.on_push(
+                Kind.STORE_WATCH_EVENT,
+                lambda msg: watchers.notify(msg.payload["key"], msg.payload["old"],
+                                            msg.payload["new"]))
             self._watch_actor.start()
         return self._watch_actor
 
@@ -205,10 +214,6 @@ class TCPStore(Store):
             return future.wait(self.timeout + _REPLY_GRACE)
         except (PeerLostError, RequestTimeoutError) as exc:
             raise StoreConnectionError(f"{what} failed: {exc}") from None
-
-    def _on_watch_event(self, msg: Any) -> None:
-        event = msg.payload
-        self._watchers.notify(event["key"], event["old"], event["new"])
 
     def close(self) -> None:
         """Close the connections; a master also stops its server."""

@@ -73,16 +73,25 @@ class WatchDispatcher:
                     # One faulty callback must not starve the others or later events.
                     log.exception("watch_callback_failed", key=key, callback=repr(callback))
 
-    def close(self, timeout: float = DEFAULT_JOIN_TIMEOUT) -> None:
-        """Deliver what is already queued, then stop the thread (joined for at most `timeout`)."""
+    def close_soon(self) -> Optional[threading.Thread]:
+        """Deliver what is already queued, then end the thread; returns at once.
+
+        Returns the thread to join, if this call stopped one.
+        """
         with self._lock:
             if self._closed:
-                return
+                return None
             self._closed = True
             thread = self._thread
+        if thread is not None:
+            self._events.put(_STOP)
+        return thread
+
+    def close(self, timeout: float = DEFAULT_JOIN_TIMEOUT) -> None:
+        """`close_soon`, then join the thread for at most `timeout`."""
+        thread = self.close_soon()
         if thread is None:
             return
-        self._events.put(_STOP)
         if thread is threading.current_thread():
             return  # close() called from a callback: the thread ends after this event
         thread.join(timeout)

@@ -86,3 +86,43 @@ def test_importing_the_stores_pulls_in_no_engine_or_services():
                            "store.rendezvous")
     above = [m for m in loaded if layer_of(m) > 1]
     assert above == ["actors"], above
+
+
+PRIVATE_TO_ACTORS = {"actors.rpc.state"}
+
+
+def _private_imports_of_actors(path: pathlib.Path) -> list:
+    """Imports in `path` of an underscore name of `actors`, or of a module kept private."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] != "actors":
+                continue
+            if any(part.startswith("_") for part in parts) or \
+                    any(name == m or name.startswith(m + ".") for m in PRIVATE_TO_ACTORS):
+                found.append(name)
+    return found
+
+
+def test_the_engine_imports_only_public_names_of_actors():
+    violations = [f"{module} imports {name}" for path, module in library_modules()
+                  if layer_of(module) == LAYERS.index("engine")
+                  for name in _private_imports_of_actors(path)]
+    assert not violations, "\n".join(violations)
+
+
+def test_the_private_import_check_sees_underscore_names_and_the_rpc_state(tmp_path):
+    source = tmp_path / "sample.py"
+    source.write_text("from actors.rpc.state import current_agent\n"
+                      "from actors.rpc.agent import _Sending\n"
+                      "import actors._hidden\n"
+                      "from actors.runtime import Future\n")
+    assert _private_imports_of_actors(source) == [
+        "actors.rpc.state.current_agent", "actors.rpc.agent._Sending", "actors._hidden"]

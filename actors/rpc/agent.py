@@ -5,7 +5,8 @@ meta)``; the callee runs them on its worker pool inside the context managers its
 hooks return, and replies ``(value, meta)``. `RPC_REMOTE` does the same but keeps
 the value in the owner table and replies only when it exists. Functions marked
 `async_execution` return a Future: the reply waits for it, the worker thread does
-not.
+not. Services (`services.py`) are kinds of their own, served the same way without
+the hooks.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from actors.runtime.log import get_logger
 from store.base import Store
 
 from . import hooks as hook_registry
+from . import services
 from .directory import Destination, WorkerDirectory, WorkerInfo
 from .errors import RpcNotInitializedError, WorkerLostError
 from .hooks import RpcEnvelope
@@ -56,6 +58,8 @@ class RpcAgent:
                             inline=True)
         self.actor.register(Kind.RREF_DELETE, lambda msg: self.owners.remove(*msg.payload),
                             inline=True)
+        for kind, handler in services.services().items():
+            self.serve(kind, handler)
         self.actor.on_peer_lost(self._on_peer_lost)
         # Callers are noticed too: a worker that only ever called us is lost when the
         # connection it called on closes.
@@ -89,9 +93,7 @@ class RpcAgent:
     def _outgoing(self, to: Destination, fn: Callable, args: tuple, kwargs: dict
                   ) -> Tuple[WorkerInfo, tuple, dict]:
         """Resolve the destination and run the request hooks: (peer, payload, meta)."""
-        info = self.directory.resolve(to)
-        if info.name in self._lost:
-            raise WorkerLostError(info.name, "the worker was lost earlier")
+        info = self._peer(to)
         envelope = RpcEnvelope((tuple(args), kwargs or {}), info)
         for _, hook in hook_registry.hooks():
             hook.request_sent(envelope)
@@ -112,12 +114,8 @@ class RpcAgent:
         kind = Kind.RPC_CALL
         if remote is not None:
             kind, payload = Kind.RPC_REMOTE, payload + remote
-        seconds = self.timeout if timeout is None else timeout
-        with _Sending(info):
-            reply = self.actor.request(self.directory.address(info), kind, payload,
-                                       seconds or None)
-        self._track(+1)
-        return reply.then(lambda done: self._receive(done, info, meta))
+        return self._request(info, kind, payload, timeout).then(
+            lambda done: self._response(*self._settled(done, info), info, meta))
 
     def call_sync(self, to: Destination, fn: Callable, args: tuple, kwargs: dict,
                   timeout: Optional[float]) -> Any:
@@ -127,17 +125,7 @@ class RpcAgent:
         back, so the round trip skips both hand-offs.
         """
         info, payload, meta = self._outgoing(to, fn, args, kwargs)
-        seconds = self.timeout if timeout is None else timeout
-        channel = self._channel(info)
-        self._track(+1)
-        try:
-            with _Sending(info):
-                value, reply_meta = channel.call(Kind.RPC_CALL, payload, seconds or None)
-        except PeerLostError as exc:
-            self._mark_lost(info)
-            raise WorkerLostError(info.name, exc.reason) from None
-        finally:
-            self._track(-1)
+        value, reply_meta = self._request_here(info, Kind.RPC_CALL, payload, timeout)
         return self._response(value, reply_meta, info, meta)
 
     def notify(self, to: Destination, fn: Callable, args: tuple, kwargs: dict) -> None:
@@ -152,6 +140,67 @@ class RpcAgent:
         with _Sending(info):
             self.actor.notify(self.directory.address(info), Kind.RPC_CALL, payload)
 
+    def call_service(self, to: Destination, kind: int, payload: Any,
+                     timeout: Optional[float]) -> Any:
+        return self._request_here(self._peer(to), kind, (self.rank, payload), timeout)
+
+    def call_service_async(self, to: Destination, kind: int, payload: Any,
+                           timeout: Optional[float]) -> Future:
+        try:
+            info = self._peer(to)
+        except WorkerLostError as exc:
+            return failed(exc)
+        return self._request(info, kind, (self.rank, payload), timeout).then(
+            lambda done: self._settled(done, info))
+
+    def notify_service(self, to: Destination, kind: int, payload: Any) -> None:
+        try:
+            info = self._peer(to)
+        except WorkerLostError:
+            return
+        self.actor.notify(self.directory.address(info), kind, (self.rank, payload))
+
+    def _peer(self, to: Destination) -> WorkerInfo:
+        info = self.directory.resolve(to)
+        if info.name in self._lost:
+            raise WorkerLostError(info.name, "the worker was lost earlier")
+        return info
+
+    def _request(self, info: WorkerInfo, kind: int, payload: Any,
+                 timeout: Optional[float]) -> Future:
+        """Send a request through the I/O thread; settle the future with `_settled`."""
+        seconds = self.timeout if timeout is None else timeout
+        with _Sending(info):
+            reply = self.actor.request(self.directory.address(info), kind, payload,
+                                       seconds or None)
+        self._track(+1)
+        return reply
+
+    def _settled(self, done: Future, peer: WorkerInfo) -> Any:
+        """The reply of a `_request`, with a lost connection as WorkerLostError."""
+        self._track(-1)
+        exc = done.exception()
+        if isinstance(exc, PeerLostError):
+            raise WorkerLostError(peer.name, exc.reason) from None
+        if exc is not None:
+            raise exc
+        return done.value()
+
+    def _request_here(self, info: WorkerInfo, kind: int, payload: Any,
+                      timeout: Optional[float]) -> Any:
+        """Send a request and wait for its reply on this thread's own connection."""
+        seconds = self.timeout if timeout is None else timeout
+        channel = self._channel(info)
+        self._track(+1)
+        try:
+            with _Sending(info):
+                return channel.call(kind, payload, seconds or None)
+        except PeerLostError as exc:
+            self._mark_lost(info)
+            raise WorkerLostError(info.name, exc.reason) from None
+        finally:
+            self._track(-1)
+
     def _channel(self, info: WorkerInfo) -> Channel:
         channel = self._channels.get(info.id)
         if channel is None:
@@ -164,16 +213,6 @@ class RpcAgent:
                                       connect_timeout=min(self.timeout, _CONNECT_TIMEOUT))
                     self._channels[info.id] = channel
         return channel
-
-    def _receive(self, done: Future, peer: WorkerInfo, request_meta: dict) -> Any:
-        self._track(-1)
-        exc = done.exception()
-        if isinstance(exc, PeerLostError):
-            raise WorkerLostError(peer.name, exc.reason) from None
-        if exc is not None:
-            raise exc
-        value, meta = done.value()
-        return self._response(value, meta, peer, request_meta)
 
     @staticmethod
     def _response(value: Any, meta: dict, peer: WorkerInfo, request_meta: dict) -> Any:
@@ -213,15 +252,27 @@ class RpcAgent:
 
     # ---- serving ------------------------------------------------------------------
 
-    def _run(self, msg: Message) -> Tuple[Any, WorkerInfo]:
-        """Run a received call inside its hooks' contexts: ``(result, caller)``, the result
-        a Future for async functions."""
+    def serve(self, kind: int, handler: services.ServiceHandler) -> None:
+        """Serve service `kind` (see `services`) on the worker pool."""
+        def serve_service(msg: Message) -> Any:
+            caller, payload = msg.payload
+            return handler(self._caller(msg, caller), payload)
+
+        self.actor.register(kind, serve_service)
+
+    def _caller(self, msg: Message, rank: int) -> WorkerInfo:
+        """The worker that sent `msg`, noted so that its lost connection is noticed."""
         # A peer that finished joining may call before this worker has read the world.
         if not self._joined.is_set() and not self._joined.wait(self.timeout):
             raise RpcNotInitializedError(f"worker {self.name!r} has not joined its world")
+        self._sender_ranks[msg.sender] = rank
+        return self.directory.resolve(rank)
+
+    def _run(self, msg: Message) -> Tuple[Any, WorkerInfo]:
+        """Run a received call inside its hooks' contexts: ``(result, caller)``, the result
+        a Future for async functions."""
         fn, args, kwargs, caller, meta = msg.payload[:5]
-        self._sender_ranks[msg.sender] = caller
-        peer = self.directory.resolve(caller)
+        peer = self._caller(msg, caller)
         envelope = RpcEnvelope((args, kwargs), peer, meta)
         if meta:
             hook_registry.load_hooks_for(meta)

@@ -16,7 +16,7 @@ from . import state
 from .agent import RpcAgent
 from .directory import Destination, WorkerInfo
 from .errors import RpcError
-from .rref import RRef
+from .rref import RRef, create_remote
 
 log = get_logger(__name__)
 
@@ -117,12 +117,7 @@ def rpc_sync(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[d
 def remote(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
            timeout: Timeout = None) -> RRef:
     """Run `fn(*args, **kwargs)` on `to`, which keeps the value; an RRef to it."""
-    agent = state.current_agent()
-    info = agent.directory.resolve(to)
-    rref_id, fork_id = agent.new_id(), agent.new_id()
-    created = agent.call(info, fn, args, kwargs or {}, _seconds(timeout),
-                         remote=(rref_id, fork_id))
-    return RRef(info, rref_id, fork_id, created)
+    return create_remote(to, fn, args, kwargs or {}, _seconds(timeout))
 
 
 def async_execution(fn: Callable) -> Callable:

@@ -6,12 +6,13 @@ with the owner before the message leaves, and a dropped RRef tells the owner.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from actors.runtime import Future
 from actors.runtime.futures import completed
+from store.base import to_seconds
 
-from .directory import WorkerInfo
+from .directory import Destination, WorkerInfo
 from .errors import RRefError
 from .state import agent_or_none, current_agent
 
@@ -105,19 +106,33 @@ class RRef:
                 pass
 
 
+def create_remote(to: Destination, fn: Callable, args: tuple, kwargs: dict,
+                  timeout: Optional[float]) -> RRef:
+    """Run `fn(*args, **kwargs)` on `to`, which keeps the value; an RRef to it."""
+    agent = current_agent()
+    info = agent.directory.resolve(to)
+    rref_id, fork_id = agent.new_id(), agent.new_id()
+    created = agent.call(info, fn, args, kwargs, timeout, remote=(rref_id, fork_id))
+    return RRef(info, rref_id, fork_id, created)
+
+
 class _Proxy:
     """Method calls on an RRef's value, run on its owner."""
 
-    def __init__(self, rref: RRef, mode: str, timeout: Optional[float]):
-        self._rref, self._mode, self._timeout = rref, mode, timeout
+    def __init__(self, rref: RRef, mode: str, timeout: Any):
+        self._rref, self._mode = rref, mode
+        self._timeout = None if timeout is None else to_seconds(timeout, "timeout")
 
     def __getattr__(self, method: str):
         def invoke(*args: Any, **kwargs: Any) -> Any:
-            from . import api
-
-            call = getattr(api, self._mode)
-            return call(self._rref.owner(), _invoke_method,
-                        args=(self._rref, method, args, kwargs), timeout=self._timeout)
+            call_args = (self._rref, method, args, kwargs)
+            owner, timeout = self._rref.owner(), self._timeout
+            if self._mode == "remote":
+                return create_remote(owner, _invoke_method, call_args, {}, timeout)
+            agent = current_agent()
+            if self._mode == "rpc_sync":
+                return agent.call_sync(owner, _invoke_method, call_args, {}, timeout)
+            return agent.call(owner, _invoke_method, call_args, {}, timeout)
 
         return invoke
 

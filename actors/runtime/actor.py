@@ -1,19 +1,30 @@
 """`Actor`: a mailbox plus message handlers, pending requests and a worker pool.
 
-Requests arriving at the mailbox are decoded and dispatched by kind to a handler,
-either inline on the I/O thread (for handlers that never block, like store
-operations) or on the worker pool. With ``workers_receive`` the pool's own threads
-take turns reading the mailbox (`LeaderPool`): a request then runs on the thread
-that received it, and inline handlers run on that thread in mailbox order.
+Requests arriving at the actor's `Router` are decoded and dispatched by kind to a
+handler, either inline (for handlers that never block, like store operations) or on
+the worker pool. Who reads the router is decided once, when the actor is built: the
+mailbox's I/O thread, or with ``workers_receive`` the pool's own threads
+(`LeaderPool`), so that a request runs on the thread that read it.
 
 A handler's return value is the reply; a returned `Future` is replied when it
 completes; an exception becomes an error reply. Malformed or foreign input is
 logged and answered with an error, and the actor keeps serving.
+
+**Lifecycle** (`ActorCore`): *setup* in the constructor (bind the router, build the
+mailbox and the pool), *running* from `start()`, *teardown* when the mailbox loop has
+closed its sockets (`_teardown`, on the I/O thread): the router is closed and every
+pending request fails with ActorStoppedError. `close_soon()` only asks for the
+teardown and returns at once; `stop()` also waits for the threads.
+
+**Ownership**: the threads run an `ActorCore`; users hold an `Actor`, a handle that
+the threads never reference. Dropping the handle runs its finalizer, which calls
+`close_soon()`: a dropped actor releases its threads, sockets and port.
 """
 from __future__ import annotations
 
 import itertools
 import time
+import weakref
 from typing import Any, Callable, Dict, NamedTuple, Optional
 
 from . import envelope
@@ -21,11 +32,13 @@ from .envelope import Message
 from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError,
                      UnknownKindError)
 from .futures import Future
+from .leaders import LeaderPool
 from .log import get_logger
 from .mailbox import Mailbox, TimerHandle
 from .protocol import ERROR, JSON, ONEWAY, PUSH, RESPONSE, Kind, kind_name
-from .leaders import WATCH_INTERVAL, LeaderPool
+from .router import Router
 from .scheduler import WorkerPool
+from .serialization import exception_from_payload
 
 log = get_logger(__name__)
 
@@ -50,11 +63,12 @@ class _Pending(NamedTuple):
 _SWEEP_INTERVAL = 0.05
 
 
-class Actor:
-    """One ROUTER mailbox at `address` (None: a client-only actor with no mailbox).
+class ActorCore:
+    """The running part of an actor: what its threads execute (see the module doc).
 
-    ``tcp://HOST:0`` picks a free port; `address` and `port` tell the bound one.
-    `workers_receive` lets worker threads read requests themselves (module doc).
+    One ROUTER mailbox at `address` (None: a client-only actor with no mailbox);
+    ``tcp://HOST:0`` picks a free port. `workers_receive` lets worker threads read
+    requests themselves.
     """
 
     def __init__(self, address: Optional[str] = "tcp://127.0.0.1:0", *, name: str = "actor",
@@ -64,17 +78,22 @@ class Actor:
         self._handlers: Dict[int, _Registration] = {}
         self._push_handlers: Dict[int, Handler] = {}
         self._peer_lost_callbacks: list = []
+        self._sender_lost_callback: Optional[Callable[[bytes], None]] = None
         self._pending: Dict[int, _Pending] = {}
         self._req_ids = itertools.count(1)
         self._sweeping = False
-        self._mailbox = Mailbox(address, name, self._on_request, self._on_reply,
-                                self._on_peer_lost, heartbeat, heartbeat_timeout,
-                                workers_receive=workers_receive and address is not None)
-        if workers_receive and address is not None:
-            self._pool: WorkerPool = LeaderPool(num_worker_threads, name, self._receive,
-                                                self._mailbox.wake_receiver, self._start_watch)
+        heartbeat_ms, timeout_ms = int(heartbeat * 1000), int(heartbeat_timeout * 1000)
+        self._router = None if address is None else Router(address, heartbeat_ms, timeout_ms)
+        self._mailbox = Mailbox(name, self._on_reply, self._on_peer_lost, self._teardown,
+                                heartbeat_ms, timeout_ms)
+        if self._router is not None and workers_receive:
+            self._pool: WorkerPool = LeaderPool(num_worker_threads, name, self._router,
+                                                self._accept_for_worker, self._mailbox.call_soon,
+                                                self._mailbox.call_later)
         else:
-            self._pool = WorkerPool(num_worker_threads, name, start=False)
+            self._pool = WorkerPool(num_worker_threads, name)
+            if self._router is not None:
+                self._mailbox.read_router(self._router, self._on_request)
         self._started = False
         self._stopped = False
         self.register(Kind.PING, lambda msg: msg.payload, inline=True)
@@ -83,11 +102,11 @@ class Actor:
 
     @property
     def address(self) -> Optional[str]:
-        return self._mailbox.address
+        return None if self._router is None else self._router.address
 
     @property
     def port(self) -> Optional[int]:
-        address = self._mailbox.address
+        address = self.address
         if address is None or not address.startswith("tcp://"):
             return None
         return int(address.rsplit(":", 1)[1])
@@ -96,29 +115,33 @@ class Actor:
     def pool(self) -> WorkerPool:
         return self._pool
 
-    def start(self) -> "Actor":
+    def start(self) -> None:
         self._mailbox.start()
-        self._pool.start()  # with workers_receive, its threads read the mailbox
+        self._pool.start()  # with workers_receive, its threads read the router
         self._started = True
         log.info("actor_started", actor=self.name, address=self.address)
-        return self
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Close the mailbox and join every thread; pending requests fail with ActorStoppedError."""
+    def close_soon(self) -> None:
+        """Ask for the teardown and return at once (what a dropped `Actor` does)."""
         if self._stopped:
             return
         self._stopped = True
+        self._pool.close_soon()
+        self._mailbox.close_soon()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Tear down and join every thread (each join bounded by `timeout`)."""
+        self.close_soon()
         self._mailbox.stop(timeout)
         self._pool.stop(timeout)
-        self._mailbox.close_receiver()
+
+    def _teardown(self) -> None:
+        """The mailbox's sockets are closed: close the router, fail what is pending."""
+        self._stopped = True
+        if self._router is not None:
+            self._router.close()
         self._fail_pending(lambda p: True, ActorStoppedError(f"actor {self.name} stopped"))
         log.info("actor_stopped", actor=self.name, address=self.address)
-
-    def __enter__(self) -> "Actor":
-        return self if self._started else self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # ---- handlers -----------------------------------------------------------------
 
@@ -129,9 +152,22 @@ class Actor:
     def on_sender_lost(self, callback: Callable[[bytes], None]) -> None:
         """Call `callback(identity)` on the I/O thread when a sender's connection closes.
 
-        Before `start()` only; `Message.sender` is the identity reported.
+        Before `start()`, on an actor with a mailbox; `Message.sender` is the identity
+        reported. ZMTP heartbeats close the connection of a sender that stops
+        answering, so a hung sender is reported too.
         """
-        self._mailbox.track_senders(callback)
+        if self._router is None or self._started:
+            raise RuntimeError("on_sender_lost needs an actor with a mailbox, before start()")
+        self._sender_lost_callback = callback
+        self._mailbox.watch_senders(self._router.track_senders(), self._on_disconnect)
+
+    def _on_disconnect(self, fd: int) -> None:
+        for identity in self._router.senders_lost(fd):
+            log.info("sender_lost", actor=self.name, sender=identity.hex())
+            try:
+                self._sender_lost_callback(identity)
+            except Exception:  # noqa: BLE001 - one faulty listener must not stop the mailbox
+                log.exception("sender_lost_callback_failed", actor=self.name)
 
     def on_peer_lost(self, callback: Callable[[str], None]) -> None:
         """Call `callback(address)` on the I/O thread when a connection to a peer drops."""
@@ -181,19 +217,19 @@ class Actor:
             frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
-        self._mailbox.send_to_sender(msg.sender, frames)
+        self._send_to_sender(msg.sender, frames)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
         """Answer request `msg` with an error reply describing `exc`; any thread."""
         if msg.oneway or msg.sender is None:
             return
-        self._mailbox.send_to_sender(msg.sender,
+        self._send_to_sender(msg.sender,
                                      envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
         """Send an unsolicited event to the sender of request `msg`, tagged with its id."""
         flags = PUSH | (msg.flags & JSON)
-        self._mailbox.send_to_sender(msg.sender, envelope.encode(kind, msg.req_id, payload, flags))
+        self._send_to_sender(msg.sender, envelope.encode(kind, msg.req_id, payload, flags))
 
     def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> TimerHandle:
         """Run `fn(*args)` on the I/O thread after `delay` seconds (I/O thread only)."""
@@ -211,7 +247,7 @@ class Actor:
             self._sweeping = True
             self._mailbox.call_later(_SWEEP_INTERVAL, self._sweep)
         try:
-            self._mailbox._send_to_peer(peer, frames)
+            self._mailbox.send_now(peer, frames)
         except Exception as exc:  # noqa: BLE001 - e.g. an address ZeroMQ cannot connect to
             pending = self._pending.pop(req_id, None)
             if pending is not None:
@@ -251,8 +287,6 @@ class Actor:
             pending.future.set_exception(exc)
             return
         if header.flags & ERROR:
-            from .serialization import exception_from_payload
-
             pending.future.set_exception(exception_from_payload(payload))
         else:
             pending.future.set_result(payload)
@@ -293,10 +327,9 @@ class Actor:
         else:
             self._pool.submit(self._serve, registration.fn, msg)
 
-    def _receive(self, timeout: float) -> Optional[tuple]:
-        """`LeaderPool`'s receive: serve inline handlers here, return pool work."""
-        request = self._mailbox.receive_request(timeout)
-        accepted = None if request is None else self._accept(*request)
+    def _accept_for_worker(self, identity: bytes, frames: list) -> Optional[tuple]:
+        """`LeaderPool`'s accept: serve inline handlers here, return pool work."""
+        accepted = self._accept(identity, frames)
         if accepted is None:
             return None
         registration, msg = accepted
@@ -304,17 +337,6 @@ class Actor:
             self._serve(registration.fn, msg)
             return None
         return self._serve, (registration.fn, msg)
-
-    def _start_watch(self) -> None:
-        """Run `LeaderPool.watch` on the I/O thread while requests keep coming."""
-        try:
-            self._mailbox.call_soon(self._watch)
-        except ActorStoppedError:
-            pass
-
-    def _watch(self) -> None:
-        if self._pool.watch():
-            self._mailbox.call_later(WATCH_INTERVAL, self._watch)
 
     def _accept(self, identity: bytes, frames: list) -> Optional[tuple]:
         """Decode a request: ``(registration, message)``, or None once bad input is answered."""
@@ -336,7 +358,7 @@ class Actor:
             log.warning("bad_request", actor=self.name, kind=kind_name(header.kind),
                         req_id=header.req_id, error=str(exc))
             if not header.flags & ONEWAY:
-                self._mailbox.send_to_sender(identity, envelope.encode_error(
+                self._send_to_sender(identity, envelope.encode_error(
                     header.kind, header.req_id, exc, bool(header.flags & JSON)))
             return None
         return registration, Message(header.kind, header.req_id, header.flags, payload,
@@ -348,7 +370,7 @@ class Actor:
         req_id, kind = (0, Kind.PROTOCOL_ERROR) if header is None else (header.req_id,
                                                                          header.kind)
         log.warning("malformed_message", actor=self.name, frames=len(frames), error=str(exc))
-        self._mailbox.send_to_sender(identity, envelope.encode_error(kind, req_id, exc, json=True))
+        self._send_to_sender(identity, envelope.encode_error(kind, req_id, exc, json=True))
 
     def _serve(self, handler: Handler, msg: Message) -> None:
         try:
@@ -361,9 +383,57 @@ class Actor:
         else:
             self.reply(msg, result)
 
+    def _send_to_sender(self, identity: bytes, frames: list) -> None:
+        if self._router is not None:
+            self._router.send(identity, frames)
+
     def _reply_with(self, msg: Message, done: Future) -> None:
         exc = done.exception()
         if exc is not None:
             self.reply_error(msg, exc)
         else:
             self.reply(msg, done.value())
+
+
+class Actor:
+    """An actor you hold: `ActorCore`'s methods, and a finalizer that stops it when dropped.
+
+    Same arguments as `ActorCore`. The methods below are the core's own bound methods
+    (a callback taken from them keeps the core alive, never this handle).
+    """
+
+    def __init__(self, address: Optional[str] = "tcp://127.0.0.1:0", *, name: str = "actor",
+                 num_worker_threads: int = 4, heartbeat: float = 1.0,
+                 heartbeat_timeout: float = 3.0, workers_receive: bool = False):
+        self.core = core = ActorCore(address, name=name, num_worker_threads=num_worker_threads,
+                                     heartbeat=heartbeat, heartbeat_timeout=heartbeat_timeout,
+                                     workers_receive=workers_receive)
+        self._finalizer = weakref.finalize(self, core.close_soon)
+        self._finalizer.atexit = False  # at exit the process takes its sockets along
+
+    def start(self) -> "Actor":
+        self.core.start()
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Close the mailbox and join every thread; pending requests fail with
+        ActorStoppedError."""
+        self._finalizer.detach()
+        self.core.stop(timeout)
+
+    def __enter__(self) -> "Actor":
+        return self if self.core._started else self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _delegate(name: str) -> property:
+    return property(lambda handle: getattr(handle.core, name),
+                    doc=getattr(ActorCore, name).__doc__)
+
+
+for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
+              "on_push", "request", "notify", "reply", "reply_error", "push", "call_later",
+              "call_soon", "close_soon"):
+    setattr(Actor, _name, _delegate(_name))

@@ -6,12 +6,16 @@ waits on it directly, which saves two thread hand-offs per call. A monitor socke
 beside each DEALER reports a dropped connection, so a call to a vanished peer fails
 within a fraction of a second with PeerLostError instead of waiting out its
 timeout; ZeroMQ heartbeats catch a peer that hangs without closing the connection.
+
+A channel's sockets are closed by `close()`, or by its finalizer when the channel
+is dropped (no thread can be inside a call then: a call holds the channel).
 """
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+import weakref
 from typing import Any, List, Optional
 
 import zmq
@@ -19,10 +23,11 @@ from zmq.utils.monitor import recv_monitor_message
 
 from . import envelope
 from .blocking import about_to_block
+from .context import process_context
 from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from .protocol import ERROR, RESPONSE
 from .serialization import exception_from_payload
-from .sockets import open_dealer, recv_frames, send_frames
+from .sockets import close_monitored, open_dealer, recv_frames, send_frames
 
 _POLLIN = int(zmq.POLLIN)
 # How long a waiting call may go without looking at the monitor for a lost peer.
@@ -52,8 +57,7 @@ class _Connection:
                 self.drops += 1
 
     def close(self) -> None:
-        self.monitor.close(0)
-        self.socket.close(0)
+        close_monitored(self.socket, self.monitor)
 
 
 class Channel:
@@ -69,12 +73,13 @@ class Channel:
         self.connect_timeout = connect_timeout
         self._heartbeat_ms = int(heartbeat * 1000)
         self._heartbeat_timeout_ms = int(heartbeat_timeout * 1000)
-        self._ctx = zmq.Context()
         self._local = threading.local()
         self._connections: List[_Connection] = []
         self._lock = threading.Lock()
         self._req_ids = itertools.count(1)
         self._closed = False
+        self._finalizer = weakref.finalize(self, _close_all, self._connections, self._lock)
+        self._finalizer.atexit = False
 
     def connect(self, timeout: Optional[float] = None) -> None:
         """Establish this thread's connection now; PeerLostError if it cannot within `timeout`."""
@@ -115,14 +120,9 @@ class Channel:
             return result
 
     def close(self) -> None:
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._ctx.term()
+        """Close every thread's connection; calls after this raise ActorStoppedError."""
+        self._closed = True
+        self._finalizer()
 
     def _connection(self, connect_timeout: float) -> _Connection:
         """This thread's connection, up: a dropped one fails fast, a new one gets a grace time."""
@@ -131,7 +131,7 @@ class Channel:
             with self._lock:
                 if self._closed:
                     raise ActorStoppedError(f"channel to {self.address} is closed")
-                conn = _Connection(self._ctx, self.address, self._heartbeat_ms,
+                conn = _Connection(process_context(), self.address, self._heartbeat_ms,
                                    self._heartbeat_timeout_ms)
                 self._connections.append(conn)
             self._local.conn = conn
@@ -150,3 +150,10 @@ class Channel:
                                     f"could not connect within {connect_timeout:g}s")
             conn.read_monitor()
         return conn
+
+
+def _close_all(connections: List[_Connection], lock: threading.Lock) -> None:
+    with lock:
+        for conn in connections:
+            conn.close()
+        connections.clear()

@@ -21,10 +21,15 @@ Handlers registered inline run on the leader as they are read, in mailbox order.
 Work submitted to the pool goes to an idle follower; when none is idle the leader
 runs it between two reads, the same way as a request it read. A thread that finds
 nobody reading takes the mailbox before any queued work.
+
+The actor sees only a `WorkerPool`: it builds a `LeaderPool` instead of handing
+its `Router` to the mailbox loop, and the rest of the runtime knows of this only
+through `blocking.about_to_block`, which every blocking wait calls.
 """
 from __future__ import annotations
 
 import collections
+import select
 import threading
 import time
 from typing import Any, Callable, Optional, Tuple
@@ -32,14 +37,16 @@ from typing import Any, Callable, Optional, Tuple
 from .blocking import holding_mailbox
 from .errors import ActorStoppedError
 from .log import get_logger
+from .router import Router
 from .scheduler import WorkerPool
+from .wakeup import WakePipe
 
 log = get_logger(__name__)
 
 Work = Tuple[Callable[..., Any], tuple]
-# `receive(timeout)`: the next request to run on a worker, or None (nothing came,
-# the request was served inline, or `wake` was called).
-Receive = Callable[[float], Optional[Work]]
+# `accept(identity, frames)`: a request as work to run on a worker, or None (it was
+# bad input, answered already, or served inline on the calling thread).
+Accept = Callable[[bytes, list], Optional[Work]]
 
 # A leader re-checks whether the pool is stopping at least this often (seconds).
 _RECEIVE_SLICE = 1.0
@@ -50,16 +57,20 @@ _WATCH_IDLE = 1.0
 
 
 class LeaderPool(WorkerPool):
-    """A `WorkerPool` whose threads also read requests (see the module doc).
+    """A `WorkerPool` whose threads also read `router`'s requests (see the module doc).
 
-    `receive` is called by the leader only; `wake` makes a pending `receive` return;
-    `start_watch()` asks for `watch()` to be called every `WATCH_INTERVAL` seconds
-    (from another thread) until it returns False. Threads start with `start()`.
+    Each request read goes through `accept`. `call_soon(fn)` and `call_later(delay,
+    fn)` run the watchdog on another thread (the actor's I/O thread). Threads start
+    with `start()`.
     """
 
-    def __init__(self, num_threads: int, name: str, receive: Receive, wake: Callable[[], None],
-                 start_watch: Callable[[], None]):
-        self._receive, self._wake, self._start_watch = receive, wake, start_watch
+    def __init__(self, num_threads: int, name: str, router: Router, accept: Accept,
+                 call_soon: Callable[..., None], call_later: Callable[..., Any]):
+        self._router, self._accept = router, accept
+        self._call_soon, self._call_later = call_soon, call_later
+        self._wakeup = WakePipe()
+        self._waiter: Optional[Any] = None  # a select.poll object, built on first wait
+        router.on_waiting = self._wakeup.wake
         self._cond = threading.Condition()
         self._tasks: "collections.deque[Work]" = collections.deque()
         self._idle = 0  # followers waiting and not yet woken
@@ -67,7 +78,7 @@ class LeaderPool(WorkerPool):
         self._running: Optional[_Turn] = None  # the leader's request, while it runs it
         self._last_start = 0.0
         self._watched = False
-        super().__init__(num_threads, name, start=False)
+        super().__init__(num_threads, name)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
         with self._cond:
@@ -76,7 +87,7 @@ class LeaderPool(WorkerPool):
             self._tasks.append((fn, args))
             woken = self._wake_follower()
         if not woken:
-            self._wake()  # the leader runs it between two reads
+            self._wakeup.wake()  # the leader runs it between two reads
 
     def _hand_off(self, turn: "_Turn") -> None:
         """Let an idle follower (or the next free worker) read the mailbox from now on."""
@@ -96,16 +107,30 @@ class LeaderPool(WorkerPool):
         self._cond.notify()
         return True
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Finish queued work, then join every thread (each join bounded by `timeout`)."""
+    def close_soon(self) -> None:
+        """Ask every thread to finish queued work and end; returns at once."""
         with self._cond:
             if self._stopped:
                 return
             self._stopped = True
             self._idle = 0
             self._cond.notify_all()
-        self._wake()
-        self._join(timeout)
+        self._wakeup.wake()
+        if not self._started:
+            self._release()
+
+    def _release(self) -> None:
+        self._wakeup.close()
+
+    def _start_watch(self) -> None:
+        try:
+            self._call_soon(self._watch)
+        except ActorStoppedError:
+            pass
+
+    def _watch(self) -> None:
+        if self.watch():
+            self._call_later(WATCH_INTERVAL, self._watch)
 
     def watch(self) -> bool:
         """The watchdog's round: hand the mailbox on from a leader busy for too long.
@@ -150,10 +175,23 @@ class LeaderPool(WorkerPool):
                 if self._tasks:
                     return self._tasks.popleft()
         try:
-            return self._receive(_RECEIVE_SLICE)
+            request = self._router.take() or self._wait_for_request()
+            return None if request is None else self._accept(*request)
         except Exception:  # noqa: BLE001 - one bad message must not stop the reading
             log.exception("request_receiving_failed")
             return None
+
+    def _wait_for_request(self) -> Optional[tuple]:
+        """Sleep until a request or a wake-up comes (`_RECEIVE_SLICE` at most); the request."""
+        waiter = self._waiter
+        if waiter is None:
+            waiter = self._waiter = select.poll()
+            waiter.register(self._wakeup.fd, select.POLLIN)
+            waiter.register(self._router.fd, select.POLLIN)
+        for fd, _ in waiter.poll(int(_RECEIVE_SLICE * 1000)):
+            if fd == self._wakeup.fd:
+                self._wakeup.drain()
+        return None if self._stopped else self._router.take()
 
     def _lead(self) -> None:
         """Read and run requests until the mailbox is handed on or the pool stops."""

@@ -74,6 +74,9 @@ class Kind(enum.IntEnum):
     RREF_DELETE = 0x0203
     STORE_SET_EPHEMERAL = 0x0110  # a key deleted when the connection that set it closes
 
+    AUTOGRAD_BACKWARD_STEP = 0x0300  # gradients for send functions of a backward pass
+    AUTOGRAD_CONTEXT_RELEASE = 0x0301  # one-way: forget these contexts
+
 
 class Header(NamedTuple):
     version: int

@@ -7,6 +7,7 @@ cost an enum operation per frame, a measurable share of a small message's time.
 """
 from __future__ import annotations
 
+import itertools
 from typing import Any, List, Sequence, Tuple
 
 import zmq
@@ -23,6 +24,32 @@ COPY_THRESHOLD = 1 << 20
 MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 
 
+_monitor_ids = itertools.count()
+
+
+def open_monitor(sock: zmq.Socket, events: int) -> zmq.Socket:
+    """A PAIR socket that receives `sock`'s monitor `events`.
+
+    Each monitor gets its own inproc endpoint: pyzmq's default names it after the
+    socket's descriptor number, which a new socket may reuse while the endpoint of
+    a closed one is still bound in the process's shared context.
+    """
+    return sock.get_monitor_socket(events, f"inproc://actorgrad-monitor-{next(_monitor_ids)}")
+
+
+def close_monitored(sock: zmq.Socket, monitor: zmq.Socket) -> None:
+    """Close `sock` and its monitor, in the only safe order.
+
+    libzmq's I/O thread sends monitor events with a blocking send: once the monitor's
+    PAIR is closed, the next event of a still-monitored socket blocks that thread,
+    and with it every socket of the process's context. So the monitor is switched
+    off first.
+    """
+    sock.disable_monitor()
+    monitor.close(0)
+    sock.close(0)
+
+
 def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int,
                 heartbeat_timeout_ms: int) -> Tuple[zmq.Socket, zmq.Socket]:
     """A DEALER connected to `address` with ZMTP heartbeats, and its monitor socket.
@@ -36,13 +63,11 @@ def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int,
     dealer.setsockopt(zmq.RCVHWM, 0)
     dealer.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
     dealer.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)
-    monitor = dealer.get_monitor_socket(MONITOR_EVENTS)
+    monitor = open_monitor(dealer, MONITOR_EVENTS)
     try:
         dealer.connect(address)
     except zmq.ZMQError:
-        dealer.disable_monitor()
-        monitor.close(0)
-        dealer.close(0)
+        close_monitored(dealer, monitor)
         raise
     return dealer, monitor
 

@@ -23,10 +23,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 import actors
-from actors.rpc.state import current_agent
-from actors.runtime import Future
-from actors.runtime.log import get_logger
+from actors.runtime import Future, Kind
 from actors.runtime.futures import completed
+from actors.runtime.log import get_logger
 from engine.errors import AutogradError
 
 from .context import AutogradContext, BackwardPass, container
@@ -91,8 +90,9 @@ class Exchange:
                 if not items:
                     return outgoing
 
-    def step_args(self, items: List[Item]) -> tuple:
-        return (self.ctx.id, self.part.pass_id, self.part.retain_graph, self.me, items)
+    def step(self, items: List[Item]) -> tuple:
+        """The payload of a backward step carrying `items`."""
+        return (self.ctx.id, self.part.pass_id, self.part.retain_graph, items)
 
     def drive(self, outgoing: Outgoing) -> None:
         """At the initiator: send steps and fold their replies in until none is outstanding.
@@ -104,8 +104,7 @@ class Exchange:
         while outgoing or waiting:
             if len(outgoing) == 1 and not waiting:
                 ((rank, items),) = outgoing.items()
-                with container.using(None):  # the engine's own messages are not recorded
-                    reply = actors.rpc_sync(rank, backward_step, args=self.step_args(items))
+                reply = actors.call_service(rank, Kind.AUTOGRAD_BACKWARD_STEP, self.step(items))
             else:
                 waiting.extend(self._send(outgoing))
                 reply = waiting.popleft().wait()
@@ -161,9 +160,8 @@ class Exchange:
         return done
 
     def _send(self, outgoing: Outgoing) -> List[Future]:
-        with container.using(None):
-            return [actors.rpc_async(rank, backward_step, args=self.step_args(items))
-                    for rank, items in outgoing.items()]
+        return [actors.call_service_async(rank, Kind.AUTOGRAD_BACKWARD_STEP, self.step(items))
+                for rank, items in outgoing.items()]
 
 
 def failure(worker: str, exc: BaseException) -> BaseException:
@@ -176,18 +174,16 @@ def failure(worker: str, exc: BaseException) -> BaseException:
     return DistBackwardError(worker, f"{type(exc).__name__}: {exc}", text)
 
 
-@actors.async_execution
-def backward_step(context_id: int, pass_id: int, retain_graph: bool, requester: int,
-                  items: List[Item]) -> Future:
+def serve_backward_step(requester: actors.WorkerInfo, step: tuple) -> Future:
     """Serve a backward step (see the module doc); the reply holds the requester's items."""
-    agent = current_agent()
-    ctx = container.get(context_id, agent.name)
+    context_id, pass_id, retain_graph, items = step
+    me = actors.get_worker_info()
+    ctx = container.get(context_id, me.name)
     try:
         with ctx.lock:
             part = ctx.backward_pass(pass_id, retain_graph)
-        exchange = Exchange(ctx, part, agent.rank, requester)
+        exchange = Exchange(ctx, part, me.id, requester.id)
         outgoing = exchange.advance(items)
     except Exception as exc:
-        raise failure(agent.name, exc) from exc
-    return exchange.relay(outgoing, agent.actor.pool.submit,
-                          lambda exc: failure(agent.name, exc))
+        raise failure(me.name, exc) from exc
+    return exchange.relay(outgoing, actors.run_on_pool, lambda exc: failure(me.name, exc))

@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ContextManager, List, Optional, Tuple
 
+import actors
 from actors.rpc import RpcEnvelope, RpcHook, WorkerInfo
-from actors.rpc.state import current_agent
 from actors.runtime.log import get_logger
 from engine.autograd.graph import gradient_edge
 from engine.tensor import Tensor
@@ -66,7 +66,7 @@ def grad_tensors(value: Any) -> List[Tensor]:
 
 
 def new_message_id() -> int:
-    return container.new_id(current_agent().rank)
+    return container.new_id(actors.get_worker_info().id)
 
 
 def record_send(context: AutogradContext, envelope: RpcEnvelope, value: Any) -> Optional[int]:

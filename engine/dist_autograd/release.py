@@ -4,7 +4,8 @@ Leaving a context forgets it here and owes a release to each worker its part
 touched. An owed release rides along with the next call to that worker (the hook
 puts the ids in the request's meta) and stays owed until that call is answered, so a
 call that fails to leave or to come back loses nothing; if no call goes there soon, a
-flusher sends it within `FLUSH_INTERVAL`. Releasing twice is harmless: a worker
+flusher sends it within `FLUSH_INTERVAL` as a one-way ``Kind.AUTOGRAD_CONTEXT_RELEASE``
+message (a service of the RPC layer). Releasing twice is harmless: a worker
 that no longer has the context ignores it. A training loop therefore sends no release messages at
 all: each iteration's first call carries the previous one's. A worker that
 receives a release forwards it the same way to the workers its part touched,
@@ -16,7 +17,8 @@ from __future__ import annotations
 import threading
 from typing import Dict, Iterable, List, Optional
 
-from actors.rpc.state import current_agent
+import actors
+from actors.runtime import Kind
 from actors.runtime.log import get_logger
 
 from .context import container
@@ -34,7 +36,7 @@ def release(context_id: int, came_from: Optional[int] = None) -> None:
     ctx = container.release(context_id)
     if ctx is None:
         return
-    me = current_agent().rank
+    me = actors.get_worker_info().id
     for rank in ctx.workers - {me, came_from}:
         owed.add(rank, context_id)
 
@@ -43,6 +45,11 @@ def release_all(context_ids: Iterable[int], came_from: int) -> None:
     """Release contexts a peer no longer needs (the flusher's message, or a call's meta)."""
     for context_id in context_ids:
         release(context_id, came_from)
+
+
+def serve_release(sender: actors.WorkerInfo, context_ids: List[int]) -> None:
+    """The ``AUTOGRAD_CONTEXT_RELEASE`` service: `sender` no longer needs these contexts."""
+    release_all(context_ids, sender.id)
 
 
 class OwedReleases:
@@ -106,9 +113,7 @@ class OwedReleases:
     @staticmethod
     def _send(rank: int, context_ids: List[int]) -> None:
         try:
-            agent = current_agent()
-            with container.using(None):
-                agent.notify(rank, release_all, (context_ids, agent.rank), {})
+            actors.notify_service(rank, Kind.AUTOGRAD_CONTEXT_RELEASE, context_ids)
         except Exception as exc:  # noqa: BLE001 - RPC stopped: nobody is left to tell
             log.info("dist_autograd_release_dropped", worker=rank, contexts=len(context_ids),
                      reason=f"{type(exc).__name__}: {exc}")

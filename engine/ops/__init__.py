@@ -1,5 +1,5 @@
 """Differentiable ops, each a small ``Op`` unit; importing this package binds the
-operators and methods onto ``Tensor``.  ``Op.registry`` lists every op by name."""
+operators and methods onto ``Tensor``."""
 from engine.ops import methods as _methods  # noqa: F401  (binds Tensor operators)
 from engine.ops.arithmetic import add, div, mul, neg, pow, sub
 from engine.broadcasting import unbroadcast

@@ -16,7 +16,7 @@ mode is on and some input requires grad; the mode is read once per call.
 """
 from __future__ import annotations
 
-from typing import Any, ClassVar, Dict, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -30,13 +30,7 @@ _asarray = np.asarray
 
 
 class Op:
-    """A differentiable primitive; subclasses are registered in ``Op.registry`` by name."""
-
-    registry: ClassVar[Dict[str, type]] = {}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        Op.registry[cls.__name__] = cls
+    """A differentiable primitive: a forward on arrays and its backward rule beside it."""
 
     @staticmethod
     def forward(*args: Any) -> Tuple[np.ndarray, Any]:

@@ -294,3 +294,23 @@ def test_an_actor_is_told_when_a_sender_dies(tmp_path):
         finally:
             caller.kill()
             caller.join(10)
+
+
+def test_a_dropped_actor_fails_its_pending_requests_and_its_threads_end():
+    import gc
+
+    from tests.waiting import wait_until
+
+    server = Actor(name="server").start()
+    server.register(peers.HANG, lambda msg: Future(), inline=True)  # never answered
+    client = Actor(None, name="dropped-client").start()
+    pending = client.request(server.address, peers.HANG, None)
+    del client  # never stopped
+    gc.collect()
+    try:
+        with pytest.raises(ActorStoppedError, match="dropped-client stopped"):
+            pending.wait(5)
+        assert wait_until(lambda: not [t for t in threading.enumerate()
+                                if t.name.startswith("dropped-client")], timeout=5)
+    finally:
+        server.stop()

@@ -1,0 +1,127 @@
+"""`Router`: an actor's ROUTER socket, the only code that touches it.
+
+The socket is guarded by one lock. Whoever reads requests (the mailbox's I/O thread,
+or the worker that leads the reading, see `leaders.py`) calls `take` and waits on
+`fd`; any thread that answers a request calls `send`. ZeroMQ allows a socket to pass
+between threads with a full memory barrier between uses, which the lock provides.
+
+ZeroMQ's notification descriptor is edge-triggered: a `send` or `take` from one
+thread may consume the notification another thread sleeps on. After every call the
+socket's ``EVENTS`` is read under the lock, and `on_waiting` (set by the reader)
+wakes the reader when requests wait.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import zmq
+
+from .context import process_context
+from .errors import AddressInUseError
+from .log import get_logger
+from .sockets import open_monitor, recv_frames, send_frames
+
+log = get_logger(__name__)
+
+_POLLIN = int(zmq.POLLIN)
+
+Request = Tuple[bytes, List[zmq.Frame]]
+
+
+class Router:
+    """A bound ROUTER at `address` (``tcp://HOST:0`` picks a free port; `address` tells it).
+
+    `heartbeat_ms` / `heartbeat_timeout_ms` set ZMTP heartbeats on the connections it
+    accepts. AddressInUseError if the address is taken.
+    """
+
+    def __init__(self, address: str, heartbeat_ms: int, heartbeat_timeout_ms: int):
+        self._lock = threading.Lock()
+        self.on_waiting: Callable[[], None] = _nothing
+        self._senders: Optional[Dict[bytes, int]] = None  # identity -> connection fd
+        self._monitored = False
+        sock = process_context().socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.SNDHWM, 0)
+        # Before bind: a listener takes the socket's options when it is bound.
+        sock.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)
+        if address.startswith("tcp://") and address.endswith(":0"):
+            address = address[:-2] + ":*"
+        try:
+            sock.bind(address)
+        except zmq.ZMQError as exc:
+            sock.close(0)
+            if exc.errno == zmq.EADDRINUSE:
+                raise AddressInUseError(address) from None
+            raise OSError(exc.errno, f"cannot bind {address}: {exc}") from None
+        self.address: str = sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        self.fd: int = sock.getsockopt(zmq.FD)
+        self._sock: Optional[zmq.Socket] = sock
+
+    def take(self) -> Optional[Request]:
+        """One waiting request as ``(identity, frames)``, or None; never blocks."""
+        with self._lock:
+            sock = self._sock
+            # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
+            if sock is None or not sock.getsockopt(zmq.EVENTS) & _POLLIN:
+                return None
+            frames = recv_frames(sock)
+            identity = frames[0].bytes
+            if self._senders is not None:
+                self._senders[identity] = frames[0].get(zmq.SRCFD)
+        return identity, frames[1:]
+
+    def send(self, identity: bytes, frames: List[Any]) -> None:
+        """Send `frames` to the peer `identity`; a vanished peer's reply is dropped."""
+        with self._lock:
+            sock = self._sock
+            if sock is None:
+                return
+            try:
+                send_frames(sock, [identity, *frames])
+            except zmq.ZMQError as exc:
+                # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
+                log.info("reply_undeliverable", address=self.address, reason=str(exc))
+            waiting = sock.getsockopt(zmq.EVENTS) & _POLLIN
+        if waiting:
+            self.on_waiting()
+
+    def track_senders(self) -> zmq.Socket:
+        """Note the connection of each sender; returns the disconnect monitor to read.
+
+        ZeroMQ hides connections behind the ROUTER, so each request's source
+        descriptor is noted and matched against `senders_lost` when the monitor
+        reports that descriptor disconnected.
+        """
+        with self._lock:
+            self._senders = {}
+            self._monitored = True
+            return open_monitor(self._sock, zmq.EVENT_DISCONNECTED)
+
+    def senders_lost(self, fd: int) -> List[bytes]:
+        """Forget and return the senders that spoke on connection `fd`, now closed."""
+        # Under the lock `take` notes senders under: nothing read from the closed
+        # connection is noted after this.
+        with self._lock:
+            lost = [identity for identity, known in self._senders.items() if known == fd]
+            for identity in lost:
+                del self._senders[identity]
+        return lost
+
+    def close(self) -> None:
+        """Close the socket; its monitor, if any, is switched off first (see
+        `sockets.close_monitored`) and its PAIR is left to the reader to close."""
+        with self._lock:
+            if self._sock is not None:
+                if self._monitored:
+                    self._sock.disable_monitor()
+                self._sock.close(0)
+                self._sock = None
+
+
+def _nothing() -> None:
+    return None

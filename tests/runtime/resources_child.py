@@ -1,0 +1,170 @@
+"""The child side of test_resources.py: one scenario in a fresh process, counted.
+
+    python -m tests.runtime.resources_child SCENARIO COUNT
+
+A scenario makes its objects, uses them once and either closes them (`close=True`)
+or drops them (garbage, never closed). `measure` warms the process up with one
+closed round (the process's ZeroMQ context and its I/O threads start lazily and
+stay), counts the OS threads and open fds, runs COUNT dropped rounds, collects
+garbage and then waits, with a deadline, until the counts are back at the baseline
+and every server port of the dropped rounds can be bound again. It prints one
+line, ``RESULT {json}``, that the test reads.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import operator
+import os
+import socket
+import sys
+import time
+from typing import Callable, Dict, Iterable, List, Optional
+
+import actors
+from actors.runtime import Actor, Kind
+from actors.runtime.channel import Channel
+from store import TCPStore
+from tests.net import free_port
+from tests.waiting import wait_until
+
+RESULT_PREFIX = "RESULT "
+RELEASE_TIMEOUT = 10.0  # for the threads and fds, then again for the ports
+CALL_TIMEOUT = 10.0
+
+# One round: (close, address of a long-lived host actor) -> the round's server port, if any.
+Round = Callable[[bool, str], Optional[int]]
+
+
+def _ping(address: str) -> Channel:
+    """A connected Channel to `address` that has had one PING answered."""
+    channel = Channel(address, connect_timeout=5.0)
+    channel.connect()
+    assert channel.call(Kind.PING, "ping", timeout=CALL_TIMEOUT) == "ping"
+    return channel
+
+
+def tcp_store_pair(close: bool, host: str) -> int:
+    """A TCPStore master and a client; one set seen by one get."""
+    master = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                      timeout=CALL_TIMEOUT)
+    client = TCPStore("127.0.0.1", master.port, timeout=CALL_TIMEOUT)
+    client.set("key", "value")
+    assert master.get("key") == b"value"
+    if close:
+        client.close()
+        master.close()
+    return master.port
+
+
+def actor(close: bool, host: str) -> int:
+    """A bound, started actor that answered one PING through a channel, which is closed."""
+    served = Actor("tcp://127.0.0.1:0", name="dropped", num_worker_threads=2).start()
+    _ping(served.address).close()
+    if close:
+        served.stop()
+    return served.port
+
+
+def channel(close: bool, host: str) -> None:
+    """A channel to the long-lived host actor, connected and used once."""
+    opened = _ping(host)
+    if close:
+        opened.close()
+    return None
+
+
+def rpc_world(close: bool, host: str) -> int:
+    """An RPC world of one worker: init_rpc, one rpc_sync, shutdown (its close either way)."""
+    port = free_port()
+    actors.init_rpc("w0", rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{port}",
+                    timeout=CALL_TIMEOUT)
+    assert actors.rpc_sync("w0", operator.add, args=(1, 2)) == 3
+    actors.shutdown()
+    return port
+
+
+SCENARIOS: Dict[str, Round] = {
+    "tcp_store_pair": tcp_store_pair,
+    "actor": actor,
+    "channel": channel,
+    "rpc_world": rpc_world,
+}
+
+
+def os_threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def bindable(port: int) -> bool:
+    """Whether a listener could bind 127.0.0.1:`port` now (SO_REUSEADDR, as ZeroMQ binds)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def unbindable_after_wait(ports: Iterable[int]) -> List[int]:
+    """The ports that still cannot be bound once RELEASE_TIMEOUT has passed (or none)."""
+    remaining = sorted(set(ports))
+
+    def all_bindable() -> bool:
+        remaining[:] = [port for port in remaining if not bindable(port)]
+        return not remaining
+
+    wait_until(all_bindable, RELEASE_TIMEOUT)
+    return remaining
+
+
+def measure(scenario: str, count: int) -> dict:
+    """Counts before and after `count` dropped rounds of `scenario` (see the module doc)."""
+    one_round = SCENARIOS[scenario]
+    host = Actor("tcp://127.0.0.1:0", name="host", num_worker_threads=2).start()
+    one_round(True, host.address)  # warm-up: what starts lazily and is meant to stay
+    gc.collect()
+    threads_before, fds_before = os_threads(), open_fds()
+
+    started = time.monotonic()
+    ports = [one_round(False, host.address) for _ in range(count)]
+    dropped_at = time.monotonic()
+    gc.collect()
+    released = wait_until(
+        lambda: os_threads() <= threads_before and open_fds() <= fds_before, RELEASE_TIMEOUT)
+    released_at = time.monotonic()
+    threads_after, fds_after = os_threads(), open_fds()
+    unbindable = unbindable_after_wait(port for port in ports if port is not None)
+    return {
+        "scenario": scenario, "count": count,
+        "threads_before": threads_before, "threads_after": threads_after,
+        "fds_before": fds_before, "fds_after": fds_after,
+        "released": released, "ports_checked": sum(port is not None for port in ports),
+        "unbindable_ports": unbindable,
+        "seconds_for_rounds": round(dropped_at - started, 3),
+        "seconds_to_release": round(released_at - dropped_at, 3),
+    }
+
+
+def read_result(text: str) -> Optional[dict]:
+    """The result a child printed into `text`, once its line is complete."""
+    for line in text.splitlines(keepends=True):
+        if line.startswith(RESULT_PREFIX) and line.endswith("\n"):
+            return json.loads(line[len(RESULT_PREFIX):])
+    return None
+
+
+def main(argv: List[str]) -> int:
+    scenario, count = argv[0], int(argv[1])
+    result = measure(scenario, count)
+    print(RESULT_PREFIX + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
