@@ -115,6 +115,10 @@ class ActorCore:
     def pool(self) -> WorkerPool:
         return self._pool
 
+    @property
+    def started(self) -> bool:
+        return self._started
+
     def start(self) -> None:
         self._mailbox.start()
         self._pool.start()  # with workers_receive, its threads read the router
@@ -422,7 +426,7 @@ class Actor:
         self.core.stop(timeout)
 
     def __enter__(self) -> "Actor":
-        return self if self.core._started else self.start()
+        return self if self.core.started else self.start()
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
