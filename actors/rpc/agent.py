@@ -49,7 +49,7 @@ class RpcAgent:
         self._outstanding = 0
         self._leaving = False
         self._channels: Dict[int, Channel] = {}
-        self._idle = threading.Condition()
+        self._idle = threading.Condition(threading.Lock())
         self.actor = Actor(f"tcp://{host}:0", name=name, num_worker_threads=num_worker_threads,
                            workers_receive=True)
         self.actor.register(Kind.RPC_CALL, self._serve_call)
@@ -94,8 +94,12 @@ class RpcAgent:
                   ) -> Tuple[WorkerInfo, tuple, dict]:
         """Resolve the destination and run the request hooks: (peer, payload, meta)."""
         info = self._peer(to)
+        registered = hook_registry.hooks()
+        if not registered:
+            meta: dict = {}
+            return info, (fn, tuple(args), kwargs or {}, self.rank, meta), meta
         envelope = RpcEnvelope((tuple(args), kwargs or {}), info)
-        for _, hook in hook_registry.hooks():
+        for _, hook in registered:
             hook.request_sent(envelope)
         call_args, call_kwargs = envelope.payload
         return info, (fn, call_args, call_kwargs, self.rank, envelope.meta), envelope.meta
@@ -273,12 +277,15 @@ class RpcAgent:
         a Future for async functions."""
         fn, args, kwargs, caller, meta = msg.payload[:5]
         peer = self._caller(msg, caller)
-        envelope = RpcEnvelope((args, kwargs), peer, meta)
         if meta:
             hook_registry.load_hooks_for(meta)
-        with hook_registry.request_contexts(envelope):
-            args, kwargs = envelope.payload
+        if not meta and not hook_registry.hooks():
             result = fn(*args, **kwargs)
+        else:
+            envelope = RpcEnvelope((args, kwargs), peer, meta)
+            with hook_registry.request_contexts(envelope):
+                args, kwargs = envelope.payload
+                result = fn(*args, **kwargs)
         if getattr(fn, "_async_execution", False) and not isinstance(result, Future):
             raise TypeError(f"async_execution function {fn.__qualname__} must return an "
                             f"actors.Future, got {type(result).__name__}")

@@ -251,11 +251,15 @@ class ActorCore:
             self._sweeping = True
             self._mailbox.call_later(_SWEEP_INTERVAL, self._sweep)
         try:
+            if self._mailbox.peer_lost(peer):
+                raise PeerLostError(peer, "the connection is down")
             self._mailbox.send_now(peer, frames)
         except Exception as exc:  # noqa: BLE001 - e.g. an address ZeroMQ cannot connect to
             pending = self._pending.pop(req_id, None)
             if pending is not None:
-                pending.future.set_exception(PeerLostError(peer, f"cannot send: {exc}"))
+                pending.future.set_exception(
+                    exc if isinstance(exc, PeerLostError) else
+                    PeerLostError(peer, f"cannot send: {exc}"))
 
     def _sweep(self) -> None:
         """Fail the requests whose deadline passed; come back while any has a deadline."""

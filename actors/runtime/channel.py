@@ -127,6 +127,9 @@ class Channel:
     def _connection(self, connect_timeout: float) -> _Connection:
         """This thread's connection, up: a dropped one fails fast, a new one gets a grace time."""
         conn = getattr(self._local, "conn", None)
+        if conn is not None and conn.connected:
+            # The monitor is read between receive slices: a drop shows there.
+            return conn
         if conn is None:
             with self._lock:
                 if self._closed:

@@ -70,11 +70,12 @@ class LeaderPool(WorkerPool):
         self._call_soon, self._call_later = call_soon, call_later
         self._wakeup = WakePipe()
         self._waiter: Optional[Any] = None  # a select.poll object, built on first wait
-        router.on_waiting = self._wakeup.wake
+        router.on_waiting = self._on_requests_waiting
         self._cond = threading.Condition()
         self._tasks: "collections.deque[Work]" = collections.deque()
         self._idle = 0  # followers waiting and not yet woken
         self._leading = False
+        self._reader: Optional[int] = None  # the leader's thread ident, while it leads
         self._running: Optional[_Turn] = None  # the leader's request, while it runs it
         self._last_start = 0.0
         self._watched = False
@@ -89,6 +90,12 @@ class LeaderPool(WorkerPool):
         if not woken:
             self._wakeup.wake()  # the leader runs it between two reads
 
+    def _on_requests_waiting(self) -> None:
+        # The leader looks for requests before it sleeps: only another thread's send
+        # may have taken the wake-up the leader sleeps on.
+        if threading.get_ident() != self._reader:
+            self._wakeup.wake()
+
     def _hand_off(self, turn: "_Turn") -> None:
         """Let an idle follower (or the next free worker) read the mailbox from now on."""
         with self._cond:
@@ -97,6 +104,7 @@ class LeaderPool(WorkerPool):
             turn.handed_off = True
             self._running = None
             self._leading = False
+            self._reader = None
             self._wake_follower()
 
     def _wake_follower(self) -> bool:
@@ -158,6 +166,7 @@ class LeaderPool(WorkerPool):
                 work: Optional[Work] = None
                 if not self._leading and not self._stopped:
                     self._leading = True  # nobody reads: that comes first
+                    self._reader = threading.get_ident()
                 elif self._tasks:
                     work = self._tasks.popleft()
                 else:
@@ -188,10 +197,15 @@ class LeaderPool(WorkerPool):
             waiter = self._waiter = select.poll()
             waiter.register(self._wakeup.fd, select.POLLIN)
             waiter.register(self._router.fd, select.POLLIN)
+        router_woke = False
         for fd, _ in waiter.poll(int(_RECEIVE_SLICE * 1000)):
             if fd == self._wakeup.fd:
                 self._wakeup.drain()
-        return None if self._stopped else self._router.take()
+            else:
+                router_woke = True
+        if self._stopped:
+            return None
+        return self._router.take_woken() if router_woke else self._router.take()
 
     def _lead(self) -> None:
         """Read and run requests until the mailbox is handed on or the pool stops."""
@@ -217,6 +231,7 @@ class LeaderPool(WorkerPool):
                 return
         with self._cond:
             self._leading = False
+            self._reader = None
             self._cond.notify_all()
 
 

@@ -16,7 +16,7 @@ import heapq
 import itertools
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -25,7 +25,7 @@ from .context import process_context
 from .errors import ActorStoppedError
 from .log import get_logger
 from .router import Router
-from .sockets import close_monitored, open_dealer, recv_frames, send_frames
+from .sockets import MONITOR_EVENTS, close_monitored, open_dealer, recv_frames, send_frames
 from .wakeup import WakePipe
 
 log = get_logger(__name__)
@@ -64,6 +64,8 @@ class Mailbox:
         self._dealer_monitors: Dict[str, zmq.Socket] = {}
         self._monitors: Dict[zmq.Socket, str] = {}
         self._connected: Dict[str, bool] = {}
+        # Peers reported lost since their last handshake; requests to them fail at once.
+        self._lost: Set[str] = set()
         self._router: Optional[Router] = None
         self._on_request: Optional[Callable[[bytes, list], None]] = None
         self._sender_monitor: Optional[zmq.Socket] = None
@@ -148,8 +150,11 @@ class Mailbox:
     def _dealer(self, address: str) -> zmq.Socket:
         dealer = self._dealers.get(address)
         if dealer is None:
+            # Failed connection attempts too: this loop reads every event at once, and
+            # a peer nothing listens for must not leave requests waiting out their timeout.
             dealer, monitor = open_dealer(process_context(), address, self._heartbeat_ms,
-                                          self._heartbeat_timeout_ms)
+                                          self._heartbeat_timeout_ms,
+                                          MONITOR_EVENTS | zmq.EVENT_CONNECT_RETRIED)
             self._dealers[address] = dealer
             self._dealer_peers[dealer] = address
             self._dealer_monitors[address] = monitor
@@ -243,11 +248,23 @@ class Mailbox:
         event = recv_monitor_message(monitor)["event"]
         if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             self._connected[address] = True
+            self._lost.discard(address)
             log.debug("peer_connected", actor=self.name, peer=address)
         elif event == zmq.EVENT_DISCONNECTED and self._connected.get(address):
             self._connected[address] = False
-            log.info("peer_lost", actor=self.name, peer=address)
-            self._dispatch(self._on_peer_lost, address, "connection lost")
+            self._report_lost(address, "connection lost")
+        elif event == zmq.EVENT_CONNECT_RETRIED and not self._connected.get(address) \
+                and address not in self._lost:
+            self._report_lost(address, "nothing accepts connections at this address")
+
+    def _report_lost(self, address: str, reason: str) -> None:
+        self._lost.add(address)
+        log.info("peer_lost", actor=self.name, peer=address, reason=reason)
+        self._dispatch(self._on_peer_lost, address, reason)
+
+    def peer_lost(self, address: str) -> bool:
+        """Whether the connection to `address` is down and reported lost; I/O thread only."""
+        return address in self._lost
 
     def _run_timers(self) -> None:
         now = time.monotonic()

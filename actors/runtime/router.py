@@ -63,17 +63,36 @@ class Router:
         self._sock: Optional[zmq.Socket] = sock
 
     def take(self) -> Optional[Request]:
-        """One waiting request as ``(identity, frames)``, or None; never blocks."""
+        """One waiting request as ``(identity, frames)``, or None; never blocks.
+
+        Call it before sleeping on `fd`: it also re-arms the descriptor.
+        """
         with self._lock:
             sock = self._sock
             # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
             if sock is None or not sock.getsockopt(zmq.EVENTS) & _POLLIN:
                 return None
-            frames = recv_frames(sock)
-            identity = frames[0].bytes
-            if self._senders is not None:
-                self._senders[identity] = frames[0].get(zmq.SRCFD)
-        return identity, frames[1:]
+            return self._receive(sock)
+
+    def take_woken(self) -> Optional[Request]:
+        """`take` for a reader that `fd` just woke: a request is most likely waiting, so
+        the receive is tried at once (ZeroMQ processes its pending commands on a miss)."""
+        with self._lock:
+            sock = self._sock
+            if sock is None:
+                return None
+            try:
+                return self._receive(sock, zmq.NOBLOCK)
+            except zmq.Again:
+                return None
+
+    def _receive(self, sock: zmq.Socket, flags: int = 0) -> Request:
+        frames = recv_frames(sock, flags)
+        identity = frames[0].bytes
+        if self._senders is not None:
+            self._senders[identity] = frames[0].get(zmq.SRCFD)
+        del frames[0]
+        return identity, frames
 
     def send(self, identity: bytes, frames: List[Any]) -> None:
         """Send `frames` to the peer `identity`; a vanished peer's reply is dropped."""

@@ -50,9 +50,12 @@ def close_monitored(sock: zmq.Socket, monitor: zmq.Socket) -> None:
     sock.close(0)
 
 
-def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int,
-                heartbeat_timeout_ms: int) -> Tuple[zmq.Socket, zmq.Socket]:
-    """A DEALER connected to `address` with ZMTP heartbeats, and its monitor socket.
+def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int, heartbeat_timeout_ms: int,
+                events: int = MONITOR_EVENTS) -> Tuple[zmq.Socket, zmq.Socket]:
+    """A DEALER connected to `address` with ZMTP heartbeats, and its monitor of `events`.
+
+    libzmq blocks its I/O thread once a monitor's queue is full: monitor only the
+    events the owner reads while they come, not only when it next uses the socket.
 
     Unbounded queues (the caller bounds what it sends) and no linger on close. If
     `connect` refuses the address, both sockets are closed and the error raised.
@@ -63,7 +66,7 @@ def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int,
     dealer.setsockopt(zmq.RCVHWM, 0)
     dealer.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
     dealer.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)
-    monitor = open_monitor(dealer, MONITOR_EVENTS)
+    monitor = open_monitor(dealer, events)
     try:
         dealer.connect(address)
     except zmq.ZMQError:

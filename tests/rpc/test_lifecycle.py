@@ -29,6 +29,17 @@ def test_a_dead_worker_fails_pending_calls_promptly_and_the_others_keep_working(
         assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
 
 
+def test_a_call_to_a_worker_killed_before_this_worker_ever_reached_it_fails_promptly():
+    with rpc_world(3) as procs:
+        procs[1].kill()
+        procs[1].join(10)
+        started = time.monotonic()
+        with pytest.raises(WorkerLostError, match="worker2"):
+            actors.rpc_async("worker2", workers.add, args=(1, 1), timeout=60).wait(10)
+        assert time.monotonic() - started < 5
+        assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
+
+
 def test_graceful_shutdown_finishes_outstanding_work_first():
     with rpc_world(2):
         slow = actors.rpc_async("worker1", workers.sleep_then, args=(0.5, "finished"))

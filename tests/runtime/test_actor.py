@@ -61,6 +61,35 @@ def test_a_killed_peer_fails_pending_requests_promptly_with_a_connection_error(
     assert isinstance(info.value, ConnectionError) and address in str(info.value)
 
 
+def test_a_request_to_an_address_nothing_listens_on_fails_at_once_not_at_its_timeout(client):
+    from tests.net import free_port
+
+    address = f"tcp://127.0.0.1:{free_port()}"
+    lost = []
+    client.on_peer_lost(lost.append)
+    started = time.monotonic()
+    with pytest.raises(PeerLostError, match="nothing accepts connections") as info:
+        client.request(address, peers.ECHO, None, timeout=60).wait(10)
+    assert time.monotonic() - started < 5
+    assert isinstance(info.value, ConnectionError) and address in str(info.value)
+    assert lost == [address]  # reported once, however often ZeroMQ retries
+    with pytest.raises(PeerLostError, match="connection is down"):
+        client.request(address, peers.ECHO, None, timeout=60).wait(10)
+
+
+def test_after_a_peer_is_killed_new_requests_to_it_fail_at_once(peer_process, client):
+    address, process = peer_process
+    lost = threading.Event()
+    client.on_peer_lost(lambda peer: lost.set())
+    assert client.request(address, peers.ECHO, 0, timeout=10).wait(10) == 0
+    process.kill()
+    assert lost.wait(10)
+    started = time.monotonic()
+    with pytest.raises(PeerLostError, match="connection is down"):
+        client.request(address, peers.ECHO, 0, timeout=60).wait(10)
+    assert time.monotonic() - started < 1
+
+
 def test_an_unpicklable_argument_fails_at_the_caller_before_sending(client):
     with pytest.raises(TypeError, match="refuses to be pickled"):
         client.request("tcp://127.0.0.1:1", peers.ECHO, peers.Unpicklable())
