@@ -1,9 +1,13 @@
-"""W5: store set/get/add ops/s from one client and set-to-wait wake-up latency.
+"""W5: store ops from one client, wake-up latency, and a server under many clients.
 
 Side by side in one run: our TCPStore (server in its own process), a raw pyzmq
 DEALER/ROUTER request-reply loop against a Python echo server (the limit for one
-client over ZeroMQ), and torch's TCPStore when torch is importable. Prints one
-JSON line. Usage: ``python benchmarks/bench_store.py [--ops N] [--runs R]``.
+client over ZeroMQ), and torch's TCPStore when torch is importable. One client:
+set/get/add/compare_set ops/s and set-to-wait wake-up latency. Many clients
+(`_store_crowds.py`): aggregate add rate with 1…16 client processes, one set
+releasing 64 waiters, a barrier of 64 processes. Prints one JSON line.
+Usage: ``python benchmarks/bench_store.py [--ops N] [--runs R] [--crowds 1,2,4,8,16]
+[--seconds S] [--storm 8x8] [--barrier 64]`` (``--crowds ''`` skips the many-client part).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from typing import Any, Callable, Dict
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._procs import median_of, percentile, ratio, server_process  # noqa: E402
+from benchmarks._store_crowds import crowd_figures  # noqa: E402
 
 BATCH = 100
 
@@ -93,6 +98,8 @@ def store_figures(kind: str, port: int, ops: int, runs: int) -> Dict[str, float]
         "set_ops": median_of(runs, lambda: rate(lambda i: store.set("k", b"v" * 16), ops)),
         "get_ops": median_of(runs, lambda: rate(lambda i: store.get("k"), ops)),
         "add_ops": median_of(runs, lambda: rate(lambda i: store.add("n", 1), ops)),
+        "compare_set_ops": median_of(runs, lambda: rate(
+            lambda i: store.compare_set("k", b"v" * 16, b"v" * 16), ops)),
     }
     keys = [f"m{i}" for i in range(BATCH)]
     values = [b"v" * 16] * BATCH
@@ -154,6 +161,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ops", type=int, default=3000, help="operations per measurement")
     parser.add_argument("--runs", type=int, default=3, help="repeats; the median is reported")
+    parser.add_argument("--crowds", default="1,2,4,8,16",
+                        help="client process counts for the aggregate add rate ('' skips)")
+    parser.add_argument("--seconds", type=float, default=2.0, help="per add-rate measurement")
+    parser.add_argument("--storm", default="8x8", help="waiter processes x threads")
+    parser.add_argument("--barrier", type=int, default=64, help="barrier size (0 skips)")
     args = parser.parse_args()
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
     result: Dict[str, Any] = {"workload": "W5", "ops": args.ops, "runs": args.runs}
@@ -168,16 +180,40 @@ def main() -> None:
     else:
         with server_process(_torch_server) as port:
             result["torch"] = store_figures("torch", port, args.ops, args.runs)
+    if args.crowds:
+        crowds = [int(n) for n in args.crowds.split(",")]
+        storm = [int(n) for n in args.storm.split("x")]
+        systems = [("raw", _raw_echo_server, "raw_pyzmq"), ("ours", _our_server, "actorgrad")]
+        if result["torch"] is not None:
+            systems.append(("torch", _torch_server, "torch"))
+        for kind, server, name in systems:
+            result[name].update(crowd_figures(kind, server, crowds, args.seconds, storm,
+                                              args.barrier))
     ours, torch_, raw = result["actorgrad"], result["torch"], result["raw_pyzmq"]
     ratios = {
-        "get_vs_raw_rt": ratio(ours["get_ops"], raw["rt_ops"]),
+        f"{op}_vs_raw_rt": ratio(ours[f"{op}_ops"], raw["rt_ops"])
+        for op in ("get", "add", "set", "compare_set")
+    }
+    # A wake-up is one round trip's worth of messages: compared with the raw round trip.
+    ratios["wake_vs_raw_rt"] = ratio(ours["wake_us_median"], 1e6 / raw["rt_ops"])
+    for key in (k for k in ours if k.startswith("add_ops_") and k in raw):
+        ratios[key.replace("add_ops_", "crowd_") + "_vs_raw"] = ratio(ours[key], raw[key])
+        if torch_ and key in torch_:
+            ratios[key.replace("add_ops_", "crowd_") + "_vs_torch"] = ratio(ours[key],
+                                                                            torch_[key])
+    ratios.update({
         "multi_get_keys_vs_get": ratio(ours["multi_get_keys_per_s"], ours["get_ops"]),
         "multi_set_keys_vs_set": ratio(ours["multi_set_keys_per_s"], ours["set_ops"]),
-    }
+    })
     if torch_:
         ratios.update({
+            "storm_vs_torch": ratio(ours.get("storm_ms", 0), torch_.get("storm_ms", 0)),
+            f"barrier_{args.barrier}_vs_torch": ratio(
+                ours.get(f"barrier_{args.barrier}_ms", 0),
+                torch_.get(f"barrier_{args.barrier}_ms", 0)),
             "get_vs_torch_get": ratio(ours["get_ops"], torch_["get_ops"]),
             "add_vs_torch_add": ratio(ours["add_ops"], torch_["add_ops"]),
+            "compare_set_vs_torch": ratio(ours["compare_set_ops"], torch_["compare_set_ops"]),
             "acked_set_vs_torch_add": ratio(ours["set_ops"], torch_["add_ops"]),
             "wake_latency_vs_torch": ratio(ours["wake_us_median"], torch_["wake_us_median"]),
         })
