@@ -250,16 +250,18 @@ class ActorCore:
         if deadline is not None and not self._sweeping:
             self._sweeping = True
             self._mailbox.call_later(_SWEEP_INTERVAL, self._sweep)
+        if self._mailbox.peer_lost(peer):
+            self._fail_request(req_id, PeerLostError(peer, "the connection is down"))
+            return
         try:
-            if self._mailbox.peer_lost(peer):
-                raise PeerLostError(peer, "the connection is down")
             self._mailbox.send_now(peer, frames)
         except Exception as exc:  # noqa: BLE001 - e.g. an address ZeroMQ cannot connect to
-            pending = self._pending.pop(req_id, None)
-            if pending is not None:
-                pending.future.set_exception(
-                    exc if isinstance(exc, PeerLostError) else
-                    PeerLostError(peer, f"cannot send: {exc}"))
+            self._fail_request(req_id, PeerLostError(peer, f"cannot send: {exc}"))
+
+    def _fail_request(self, req_id: int, exc: BaseException) -> None:
+        pending = self._pending.pop(req_id, None)
+        if pending is not None:
+            pending.future.set_exception(exc)
 
     def _sweep(self) -> None:
         """Fail the requests whose deadline passed; come back while any has a deadline."""

@@ -74,8 +74,7 @@ class LeaderPool(WorkerPool):
         self._cond = threading.Condition()
         self._tasks: "collections.deque[Work]" = collections.deque()
         self._idle = 0  # followers waiting and not yet woken
-        self._leading = False
-        self._reader: Optional[int] = None  # the leader's thread ident, while it leads
+        self._reader: Optional[int] = None  # the leader's thread ident; None: nobody leads
         self._running: Optional[_Turn] = None  # the leader's request, while it runs it
         self._last_start = 0.0
         self._watched = False
@@ -103,7 +102,6 @@ class LeaderPool(WorkerPool):
                 return
             turn.handed_off = True
             self._running = None
-            self._leading = False
             self._reader = None
             self._wake_follower()
 
@@ -160,13 +158,12 @@ class LeaderPool(WorkerPool):
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._tasks and self._leading and not self._stopped:
+                while not self._tasks and self._reader is not None and not self._stopped:
                     self._idle += 1
                     self._cond.wait()
                 work: Optional[Work] = None
-                if not self._leading and not self._stopped:
-                    self._leading = True  # nobody reads: that comes first
-                    self._reader = threading.get_ident()
+                if self._reader is None and not self._stopped:
+                    self._reader = threading.get_ident()  # nobody reads: that comes first
                 elif self._tasks:
                     work = self._tasks.popleft()
                 else:
@@ -230,7 +227,6 @@ class LeaderPool(WorkerPool):
             if turn.handed_off:
                 return
         with self._cond:
-            self._leading = False
             self._reader = None
             self._cond.notify_all()
 

@@ -16,7 +16,7 @@ import heapq
 import itertools
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any, Callable, Dict, List, Optional
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -34,6 +34,8 @@ log = get_logger(__name__)
 _RECV_BATCH = 64
 _LONGEST_POLL_MS = 60_000
 
+_CONNECTING, _UP, _LOST = "connecting", "up", "lost"
+
 
 class TimerHandle:
     __slots__ = ("deadline", "fn", "args", "cancelled")
@@ -49,8 +51,9 @@ class Mailbox:
     """The I/O thread and the sockets it owns; every call on those sockets is on it.
 
     Callbacks (run on the I/O thread): ``on_reply(peer, frames)`` for a message on a
-    peer's DEALER, ``on_peer_lost(peer, reason)`` when an established connection to a
-    peer drops, ``on_closed()`` once the loop has closed its sockets.
+    peer's DEALER, ``on_peer_lost(peer, reason)`` once per loss: an established
+    connection drops, or the first attempt to connect fails; ``on_closed()`` once the
+    loop has closed its sockets.
     """
 
     def __init__(self, name: str, on_reply: Callable[[str, List[zmq.Frame]], None],
@@ -63,9 +66,9 @@ class Mailbox:
         self._dealer_peers: Dict[zmq.Socket, str] = {}
         self._dealer_monitors: Dict[str, zmq.Socket] = {}
         self._monitors: Dict[zmq.Socket, str] = {}
-        self._connected: Dict[str, bool] = {}
-        # Peers reported lost since their last handshake; requests to them fail at once.
-        self._lost: Set[str] = set()
+        # Each peer's connection: _CONNECTING until the first handshake, then _UP, or
+        # _LOST once reported lost (until a handshake succeeds again).
+        self._links: Dict[str, str] = {}
         self._router: Optional[Router] = None
         self._on_request: Optional[Callable[[bytes, list], None]] = None
         self._sender_monitor: Optional[zmq.Socket] = None
@@ -159,7 +162,7 @@ class Mailbox:
             self._dealer_peers[dealer] = address
             self._dealer_monitors[address] = monitor
             self._monitors[monitor] = address
-            self._connected[address] = False
+            self._links[address] = _CONNECTING
             self._poller.register(dealer, zmq.POLLIN)
             self._poller.register(monitor, zmq.POLLIN)
         return dealer
@@ -189,7 +192,7 @@ class Mailbox:
                         self._drain_commands()
                     elif sock is self._sender_monitor:
                         fd = recv_monitor_message(sock)["value"]
-                        self._dispatch(lambda _origin, f: self._on_senders_lost(f), None, fd)
+                        self._dispatch(self._on_senders_lost, fd)
                     elif sock in self._monitors:
                         self._on_monitor_event(sock)
                     else:
@@ -225,9 +228,9 @@ class Mailbox:
             if not dealer.getsockopt(zmq.EVENTS) & zmq.POLLIN:
                 return
 
-    def _dispatch(self, callback: Callable[..., None], origin: Any, frames: Any) -> None:
+    def _dispatch(self, callback: Callable[..., None], *args: Any) -> None:
         try:
-            callback(origin, frames)
+            callback(*args)
         except Exception:  # noqa: BLE001 - one bad message must not stop the mailbox
             log.exception("message_handling_failed", actor=self.name)
 
@@ -246,25 +249,23 @@ class Mailbox:
     def _on_monitor_event(self, monitor: zmq.Socket) -> None:
         address = self._monitors[monitor]
         event = recv_monitor_message(monitor)["event"]
+        link = self._links[address]
         if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            self._connected[address] = True
-            self._lost.discard(address)
+            self._links[address] = _UP
             log.debug("peer_connected", actor=self.name, peer=address)
-        elif event == zmq.EVENT_DISCONNECTED and self._connected.get(address):
-            self._connected[address] = False
+        elif event == zmq.EVENT_DISCONNECTED and link == _UP:
             self._report_lost(address, "connection lost")
-        elif event == zmq.EVENT_CONNECT_RETRIED and not self._connected.get(address) \
-                and address not in self._lost:
+        elif event == zmq.EVENT_CONNECT_RETRIED and link == _CONNECTING:
             self._report_lost(address, "nothing accepts connections at this address")
 
     def _report_lost(self, address: str, reason: str) -> None:
-        self._lost.add(address)
+        self._links[address] = _LOST
         log.info("peer_lost", actor=self.name, peer=address, reason=reason)
         self._dispatch(self._on_peer_lost, address, reason)
 
     def peer_lost(self, address: str) -> bool:
         """Whether the connection to `address` is down and reported lost; I/O thread only."""
-        return address in self._lost
+        return self._links.get(address) == _LOST
 
     def _run_timers(self) -> None:
         now = time.monotonic()
@@ -272,7 +273,7 @@ class Mailbox:
         while timers and timers[0][0] <= now:
             handle = heapq.heappop(timers)[2]
             if not handle.cancelled:
-                self._dispatch(lambda _origin, h: h.fn(*h.args), None, handle)
+                self._dispatch(handle.fn, *handle.args)
 
     def _close_all(self) -> None:
         self._stopping = True
@@ -285,7 +286,7 @@ class Mailbox:
         self._timers.clear()
         self._commands.clear()
         # The teardown closes the router, which switches off its monitor first.
-        self._dispatch(lambda _origin, _none: self._on_closed(), None, None)
+        self._dispatch(self._on_closed)
         if self._sender_monitor is not None:
             self._sender_monitor.close(0)
             self._sender_monitor = None

@@ -40,7 +40,6 @@ class Router:
         self._lock = threading.Lock()
         self.on_waiting: Callable[[], None] = _nothing
         self._senders: Optional[Dict[bytes, int]] = None  # identity -> connection fd
-        self._monitored = False
         sock = process_context().socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
@@ -118,7 +117,6 @@ class Router:
         """
         with self._lock:
             self._senders = {}
-            self._monitored = True
             return open_monitor(self._sock, zmq.EVENT_DISCONNECTED)
 
     def senders_lost(self, fd: int) -> List[bytes]:
@@ -136,7 +134,7 @@ class Router:
         `sockets.close_monitored`) and its PAIR is left to the reader to close."""
         with self._lock:
             if self._sock is not None:
-                if self._monitored:
+                if self._senders is not None:  # tracked through a monitor
                     self._sock.disable_monitor()
                 self._sock.close(0)
                 self._sock = None
