@@ -27,9 +27,8 @@ from .context import process_context
 from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from .protocol import ERROR, RESPONSE
 from .serialization import exception_from_payload
-from .sockets import close_monitored, open_dealer, recv_frames, send_frames
+from .sockets import EVENTS, POLLIN, close_monitored, open_dealer, recv_frames, send_frames
 
-_POLLIN = int(zmq.POLLIN)
 # How long a waiting call may go without looking at the monitor for a lost peer.
 _SLICE_MS = 50
 
@@ -48,7 +47,7 @@ class _Connection:
 
     def read_monitor(self) -> None:
         # EVENTS, not poll(0): one call instead of a Poller built per check.
-        while self.monitor.getsockopt(zmq.EVENTS) & _POLLIN:
+        while self.monitor.getsockopt(EVENTS) & POLLIN:
             event = recv_monitor_message(self.monitor)["event"]
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.connected = self.ever_connected = True

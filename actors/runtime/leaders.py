@@ -70,7 +70,7 @@ class LeaderPool(WorkerPool):
         self._call_soon, self._call_later = call_soon, call_later
         self._wakeup = WakePipe()
         self._waiter: Optional[Any] = None  # a select.poll object, built on first wait
-        router.on_waiting = self._on_requests_waiting
+        router.set_reader(lambda: threading.get_ident() == self._reader, self._wakeup.wake)
         self._cond = threading.Condition()
         self._tasks: "collections.deque[Work]" = collections.deque()
         self._idle = 0  # followers waiting and not yet woken
@@ -88,12 +88,6 @@ class LeaderPool(WorkerPool):
             woken = self._wake_follower()
         if not woken:
             self._wakeup.wake()  # the leader runs it between two reads
-
-    def _on_requests_waiting(self) -> None:
-        # The leader looks for requests before it sleeps: only another thread's send
-        # may have taken the wake-up the leader sleeps on.
-        if threading.get_ident() != self._reader:
-            self._wakeup.wake()
 
     def _hand_off(self, turn: "_Turn") -> None:
         """Let an idle follower (or the next free worker) read the mailbox from now on."""

@@ -25,7 +25,8 @@ from .context import process_context
 from .errors import ActorStoppedError
 from .log import get_logger
 from .router import Router
-from .sockets import MONITOR_EVENTS, close_monitored, open_dealer, recv_frames, send_frames
+from .sockets import (EVENTS, MONITOR_EVENTS, POLLIN, close_monitored, open_dealer, recv_frames,
+                      send_frames)
 from .wakeup import WakePipe
 
 log = get_logger(__name__)
@@ -88,7 +89,7 @@ class Mailbox:
     def read_router(self, router: Router, on_request: Callable[[bytes, list], None]) -> None:
         """Make this thread the reader of `router`: ``on_request(identity, frames)`` each."""
         self._router, self._on_request = router, on_request
-        router.on_waiting = self._wake_from_other_thread
+        router.set_reader(self.in_io_thread, self._wake.wake)
 
     def watch_senders(self, monitor: zmq.Socket, on_disconnect: Callable[[int], None]) -> None:
         """Read the ROUTER's disconnect `monitor`: ``on_disconnect(fd)`` for each event."""
@@ -167,10 +168,6 @@ class Mailbox:
             self._poller.register(monitor, zmq.POLLIN)
         return dealer
 
-    def _wake_from_other_thread(self) -> None:
-        if not self.in_io_thread():  # the loop reads EVENTS before it sleeps
-            self._wake.wake()
-
     def _loop(self) -> None:
         poller = self._poller
         router_fd = None
@@ -180,14 +177,16 @@ class Mailbox:
         if self._sender_monitor is not None:
             poller.register(self._sender_monitor, zmq.POLLIN)
         poller.register(self._wake.fd, zmq.POLLIN)
+        router_woke = False
         try:
             while not self._stopping:
                 # Requests may wait with the descriptor quiet: take them first.
-                more = router_fd is not None and self._drain_router()
+                more = router_fd is not None and self._drain_router(router_woke)
+                router_woke = False
                 events = poller.poll(0 if more else self._poll_timeout_ms())
                 for sock, _ in events:
                     if sock == router_fd:
-                        continue  # drained at the top of the loop
+                        router_woke = True  # drained at the top of the loop
                     elif sock == self._wake.fd:
                         self._drain_commands()
                     elif sock is self._sender_monitor:
@@ -212,20 +211,23 @@ class Mailbox:
         # ZeroMQ takes a C int: a far timer (a wait "forever") is re-checked now and then.
         return min(max(0, due_ms), _LONGEST_POLL_MS)
 
-    def _drain_router(self) -> bool:
+    def _drain_router(self, woken: bool) -> bool:
         """Dispatch waiting requests, a batch at most; True if more are waiting."""
+        router = self._router
+        take = router.take_woken if woken else router.take
         for _ in range(_RECV_BATCH):
-            request = self._router.take()
+            request = take()
             if request is None:
                 return False
             self._dispatch(self._on_request, *request)
+            take = router.take
         return True
 
     def _drain_dealer(self, dealer: zmq.Socket) -> None:
         address = self._dealer_peers[dealer]
         for _ in range(_RECV_BATCH):
             self._dispatch(self._on_reply, address, recv_frames(dealer))
-            if not dealer.getsockopt(zmq.EVENTS) & zmq.POLLIN:
+            if not dealer.getsockopt(EVENTS) & POLLIN:
                 return
 
     def _dispatch(self, callback: Callable[..., None], *args: Any) -> None:

@@ -5,10 +5,11 @@ or the worker that leads the reading, see `leaders.py`) calls `take` and waits o
 `fd`; any thread that answers a request calls `send`. ZeroMQ allows a socket to pass
 between threads with a full memory barrier between uses, which the lock provides.
 
-ZeroMQ's notification descriptor is edge-triggered: a `send` or `take` from one
-thread may consume the notification another thread sleeps on. After every call the
-socket's ``EVENTS`` is read under the lock, and `on_waiting` (set by the reader)
-wakes the reader when requests wait.
+ZeroMQ's notification descriptor is edge-triggered: a `send` from another thread
+may consume the notification the reader sleeps on. The reader looks for requests
+itself before it sleeps; after a `send` from any other thread the socket's
+``EVENTS`` is read under the lock, and the reader is woken when requests wait
+(`set_reader`).
 """
 from __future__ import annotations
 
@@ -20,11 +21,10 @@ import zmq
 from .context import process_context
 from .errors import AddressInUseError
 from .log import get_logger
-from .sockets import open_monitor, recv_frames, send_frames
+from .sockets import EVENTS, POLLIN, open_monitor, recv_frames, send_frames
 
 log = get_logger(__name__)
 
-_POLLIN = int(zmq.POLLIN)
 
 Request = Tuple[bytes, List[zmq.Frame]]
 
@@ -38,7 +38,8 @@ class Router:
 
     def __init__(self, address: str, heartbeat_ms: int, heartbeat_timeout_ms: int):
         self._lock = threading.Lock()
-        self.on_waiting: Callable[[], None] = _nothing
+        self._is_reader: Callable[[], bool] = _no
+        self._wake_reader: Callable[[], None] = _nothing
         self._senders: Optional[Dict[bytes, int]] = None  # identity -> connection fd
         sock = process_context().socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
@@ -61,6 +62,11 @@ class Router:
         self.fd: int = sock.getsockopt(zmq.FD)
         self._sock: Optional[zmq.Socket] = sock
 
+    def set_reader(self, is_reader: Callable[[], bool], wake_reader: Callable[[], None]) -> None:
+        """Who reads: `is_reader()` is true on the reading thread, and `wake_reader()`
+        wakes it when a send from another thread finds requests waiting."""
+        self._is_reader, self._wake_reader = is_reader, wake_reader
+
     def take(self) -> Optional[Request]:
         """One waiting request as ``(identity, frames)``, or None; never blocks.
 
@@ -69,7 +75,7 @@ class Router:
         with self._lock:
             sock = self._sock
             # Asking EVENTS is cheaper than a receive that ends in zmq.Again.
-            if sock is None or not sock.getsockopt(zmq.EVENTS) & _POLLIN:
+            if sock is None or not sock.getsockopt(EVENTS) & POLLIN:
                 return None
             return self._receive(sock)
 
@@ -95,6 +101,7 @@ class Router:
 
     def send(self, identity: bytes, frames: List[Any]) -> None:
         """Send `frames` to the peer `identity`; a vanished peer's reply is dropped."""
+        reader = self._is_reader()
         with self._lock:
             sock = self._sock
             if sock is None:
@@ -104,9 +111,9 @@ class Router:
             except zmq.ZMQError as exc:
                 # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
                 log.info("reply_undeliverable", address=self.address, reason=str(exc))
-            waiting = sock.getsockopt(zmq.EVENTS) & _POLLIN
+            waiting = not reader and sock.getsockopt(EVENTS) & POLLIN
         if waiting:
-            self.on_waiting()
+            self._wake_reader()
 
     def track_senders(self) -> zmq.Socket:
         """Note the connection of each sender; returns the disconnect monitor to read.
@@ -142,3 +149,7 @@ class Router:
 
 def _nothing() -> None:
     return None
+
+
+def _no() -> bool:
+    return False

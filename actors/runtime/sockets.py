@@ -13,6 +13,9 @@ from typing import Any, List, Sequence, Tuple
 import zmq
 
 _SNDMORE = int(zmq.SNDMORE)
+# Plain ints: pyzmq looks an option's enum member up by value on every call.
+EVENTS = int(zmq.EVENTS)
+POLLIN = int(zmq.POLLIN)
 
 # `send_frames` copies frames smaller than this and sends larger ones zero-copy. A
 # zero-copy frame is released through pyzmq's garbage-collector thread, one more
