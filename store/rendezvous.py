@@ -141,7 +141,7 @@ def _tcp_store(
         # Rank 0 hosts the server actor, as torch's rank 0 starts the TCPStore daemon.
         return TCPStore(
             host, port, world_size, is_master=(rank == 0), timeout=timeout,
-            wait_for_workers=wait_for_workers,
+            wait_for_workers=wait_for_workers, multi_tenant=True,
         )
 
     return make

@@ -20,7 +20,7 @@ import socket
 import threading
 import weakref
 from datetime import timedelta
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from actors.runtime import Actor, Kind, PeerLostError, RequestTimeoutError
 from actors.runtime.channel import Channel
@@ -46,17 +46,18 @@ class TCPStore(Store):
     `port=0` with `is_master=True` picks a free port (`store.port` tells it). With
     `world_size` and `wait_for_workers`, the master waits until `world_size` clients
     (itself included) have joined and raises StoreTimeoutError saying how many did.
-    A port already in use raises AddressInUseError (an OSError).
+    A port already in use raises AddressInUseError (an OSError), unless `multi_tenant`
+    and this process already serves it: then the master joins that server.
     """
 
     def __init__(self, host_name: str, port: int, world_size: Optional[int] = None,
                  is_master: bool = False, timeout: Timeout = timedelta(seconds=300),
-                 wait_for_workers: bool = True):
+                 wait_for_workers: bool = True, multi_tenant: bool = False):
         super().__init__(timeout)
         self.host = host_name
         self._server: Optional[StoreServer] = None
         if is_master:
-            self._server = StoreServer(_resolve(host_name), port).start()
+            self._server = _servers.open(_resolve(host_name), port, multi_tenant)
             port = self._server.port
         self.port = port
         self.world_size = world_size
@@ -222,8 +223,42 @@ class TCPStore(Store):
             self._watchers.close()
         self._channel.close()
         if self._server is not None:
-            self._server.stop()
+            _servers.release(self._server)
             self._server = None
+
+
+class _Servers:
+    """The store servers this process hosts; a multi-tenant master joins one already
+    serving its port (as torch's multi-tenant TCPStore does), and the last to close it
+    stops it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._shared: Dict[Tuple[str, int], List[Any]] = {}  # (host, port) -> [server, users]
+
+    def open(self, host: str, port: int, multi_tenant: bool) -> StoreServer:
+        with self._lock:
+            entry = self._shared.get((host, port)) if multi_tenant and port else None
+            if entry is not None:
+                entry[1] += 1
+                return entry[0]
+            server = StoreServer(host, port).start()
+            if multi_tenant:
+                self._shared[(host, server.port)] = [server, 1]
+            return server
+
+    def release(self, server: StoreServer) -> None:
+        with self._lock:
+            for key, entry in list(self._shared.items()):
+                if entry[0] is server:
+                    entry[1] -= 1
+                    if entry[1]:
+                        return
+                    del self._shared[key]
+        server.stop()
+
+
+_servers = _Servers()
 
 
 def _resolve(host: str) -> str:

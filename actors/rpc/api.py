@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import functools
 import os
-import socket
 from datetime import timedelta
 from typing import Any, Callable, Optional, Union
 
+from actors.network import bind_host
 from actors.runtime import Future
 from actors.runtime.log import get_logger
 from actors.runtime.tuning import keep_freed_memory, share_cores
@@ -62,7 +62,7 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
         raise TypeError(f"name must be a non-empty str, got {name!r}")
     from store import PrefixStore
 
-    agent = RpcAgent(name, rank, world_size, PrefixStore("rpc", store), _bind_host(store),
+    agent = RpcAgent(name, rank, world_size, PrefixStore("rpc", store), bind_host(store),
                      seconds, num_worker_threads)
     agent.owned_store = store if owns_store else None
     state.set_agent(agent)
@@ -136,15 +136,3 @@ def async_execution(fn: Callable) -> Callable:
 
 def _seconds(timeout: Timeout) -> Optional[float]:
     return None if timeout is None else to_seconds(timeout, "timeout")
-
-
-def _bind_host(store: Store) -> str:
-    """The local address peers reach this worker on: the one that routes to the store."""
-    host = getattr(getattr(store, "underlying_store", store), "host", None) or \
-        os.environ.get("MASTER_ADDR", "127.0.0.1")
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((socket.gethostbyname(host), 9))  # no packet is sent
-            return probe.getsockname()[0]
-    except OSError:
-        return "127.0.0.1"

@@ -45,7 +45,8 @@ RESPONSE, ERROR, ONEWAY, JSON, PUSH = (int(f) for f in (
 
 
 class Kind(enum.IntEnum):
-    """Every message kind. Ranges: 0x00xx runtime, 0x01xx store, 0x02xx rpc, 0x03xx autograd."""
+    """Every message kind. Ranges: 0x00xx runtime, 0x01xx store, 0x02xx rpc, 0x03xx autograd,
+    0x04xx process groups."""
 
     PROTOCOL_ERROR = 0x0000  # reply to a message whose header could not be read
     PING = 0x0001
@@ -76,6 +77,9 @@ class Kind(enum.IntEnum):
 
     AUTOGRAD_BACKWARD_STEP = 0x0300  # gradients for send functions of a backward pass
     AUTOGRAD_CONTEXT_RELEASE = 0x0301  # one-way: forget these contexts
+
+    PG_DATA = 0x0400  # one-way: (key, call, data) for a process group's collective or send
+    PG_LEAVE = 0x0401  # this rank (the payload) destroys its groups; answered with null
 
 
 class Header(NamedTuple):

@@ -1,0 +1,82 @@
+"""The decisions of the collectives, without I/O: reduction ops, segments, ring schedules.
+
+Every rank reduces in one order (group rank 0, 1, 2, ... for direct exchanges; ring
+order from the segment's first rank for the ring), so that every rank ends with
+bit-identical results, as gloo's ring does.
+"""
+from __future__ import annotations
+
+import enum
+from typing import List, Sequence, Tuple
+
+import numpy as np
+
+# Above this many bytes all_reduce runs the ring (bandwidth-optimal); below it every
+# rank sends its whole array to every other (one message latency).
+RING_THRESHOLD = 256 * 1024
+
+
+class ReduceOp(enum.Enum):
+    SUM = "sum"
+    PRODUCT = "product"
+    MIN = "min"
+    MAX = "max"
+    AVG = "avg"
+
+
+_UFUNCS = {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.multiply,
+           ReduceOp.MIN: np.minimum, ReduceOp.MAX: np.maximum}
+
+
+def check_op(op: ReduceOp, dtype: np.dtype) -> None:
+    """TypeError for an op the dtype cannot take (AVG of integers, any op on objects)."""
+    if not isinstance(op, ReduceOp):
+        raise TypeError(f"op must be a ReduceOp, got {op!r}")
+    if dtype.hasobject or dtype.kind not in "biufc":
+        raise TypeError(f"cannot reduce arrays of dtype {dtype}")
+    if op is ReduceOp.AVG and dtype.kind not in "fc":
+        raise TypeError(f"ReduceOp.AVG needs a floating dtype, got {dtype}")
+
+
+def combine(op: ReduceOp, acc: np.ndarray, other: np.ndarray) -> np.ndarray:
+    """`acc op other` into `acc` (a buffer the caller owns); returns `acc`."""
+    return _UFUNCS[op](acc, other, out=acc)
+
+
+def reduce_in_order(op: ReduceOp, arrays: Sequence[np.ndarray], count: int) -> np.ndarray:
+    """A new array: arrays[0] op arrays[1] op ..., then AVG divides by `count`."""
+    acc = np.array(arrays[0], copy=True)
+    for other in arrays[1:]:
+        combine(op, acc, other)
+    return finish(op, acc, count)
+
+
+def finish(op: ReduceOp, acc: np.ndarray, count: int) -> np.ndarray:
+    if op is ReduceOp.AVG:
+        np.divide(acc, count, out=acc)
+    return acc
+
+
+def segments(length: int, parts: int) -> List[Tuple[int, int]]:
+    """`parts` contiguous [start, stop) bounds covering `length`, the first ones longer."""
+    base, extra = divmod(length, parts)
+    bounds, start = [], 0
+    for index in range(parts):
+        stop = start + base + (1 if index < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def ring_reduce_scatter_step(rank: int, size: int, step: int) -> Tuple[int, int]:
+    """(segment sent, segment received and reduced) by `rank` at `step` of the ring.
+
+    After size-1 steps rank r holds the full reduction of segment (r + 1) % size,
+    reduced in ring order starting at that segment's own rank.
+    """
+    return (rank - step) % size, (rank - step - 1) % size
+
+
+def ring_all_gather_step(rank: int, size: int, step: int) -> Tuple[int, int]:
+    """(segment sent, segment received) by `rank` at `step` of the ring's all-gather."""
+    return (rank + 1 - step) % size, (rank - step) % size

@@ -1,0 +1,30 @@
+"""Errors of process groups and collectives; an error that names a rank writes `rank N`."""
+from __future__ import annotations
+
+from typing import Iterable
+
+
+class DistError(RuntimeError):
+    """A process group is used in a way its state does not allow (uninitialized,
+    destroyed, a rank outside the group)."""
+
+
+class RankLostError(ConnectionError):
+    """A rank of the group died, hung or left: the group is broken from then on."""
+
+    def __init__(self, ranks: Iterable[int], reason: str):
+        self.ranks = sorted(ranks)
+        self.reason = reason
+        names = ", ".join(f"rank {r}" for r in self.ranks)
+        super().__init__(f"{names} lost: {reason}")
+
+    def __reduce__(self):
+        return type(self), (self.ranks, self.reason)
+
+
+class CollectiveMismatchError(ValueError):
+    """Two ranks made different calls at the same step of a group's collective sequence."""
+
+
+class CollectiveTimeoutError(DistError, TimeoutError):
+    """A collective did not complete within the group's timeout."""

@@ -1,0 +1,175 @@
+"""`ProcessGroup`: a set of global ranks, its collective sequence, and `Work`.
+
+Every member calls the group's collectives in the same order; the n-th call is step
+n of the group's sequence, and every message of that call is keyed by the group, the
+step and the sender, so that messages of different calls never mix. Each message
+also carries the sender's call (collective, op, dtype, shape) and its phase: a
+receiver whose own call differs raises CollectiveMismatchError naming both.
+
+Calls run in the order they were made: an `async_op` call goes to the group's one
+background thread and returns a `Work`; a blocking call runs on the caller's thread,
+after the group's pending asynchronous calls.
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from typing import Any, Callable, List, Optional, Sequence
+
+from actors.runtime import Future
+from actors.runtime.futures import FutureTimeoutError
+
+from .errors import CollectiveMismatchError, DistError
+from .transport import Transport
+
+_STOP = object()
+
+
+class Work:
+    """A collective started with ``async_op=True``."""
+
+    def __init__(self, future: Future):
+        self._future = future
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        """Block until done; raise its error. True, as torch's `Work.wait` returns."""
+        try:
+            self._future.wait(timeout)
+        except FutureTimeoutError:
+            raise TimeoutError(f"collective not done within {timeout:g}s") from None
+        return True
+
+    def is_completed(self) -> bool:
+        return self._future.done()
+
+    def is_success(self) -> bool:
+        return self._future.done() and self._future.exception() is None
+
+    def exception(self) -> Optional[BaseException]:
+        return self._future.exception() if self._future.done() else None
+
+    def result(self) -> Any:
+        self.wait()
+        return self._future.value()
+
+    def get_future(self) -> Future:
+        return self._future
+
+
+class Call:
+    """One collective call on one rank: its step, its description and how to message."""
+
+    __slots__ = ("group", "step", "describe", "deadline")
+
+    def __init__(self, group: "ProcessGroup", step: int, describe: tuple, deadline: float):
+        self.group, self.step, self.describe, self.deadline = group, step, describe, deadline
+
+    def send(self, to: int, phase: Any, data: Any) -> None:
+        """Send `data` to group rank `to` for `phase` of this call."""
+        group = self.group
+        group.transport.send(group.ranks[to], (group.id, self.step, group.rank),
+                             (self.describe, phase), data)
+
+    def recv(self, frm: int, phase: Any) -> Any:
+        """The data group rank `frm` sent for `phase` of this call.
+
+        A sender's messages of one call arrive in the order it sent them, which is the
+        order the receiver takes them in; so a message for another phase can only
+        come from a different call.
+        """
+        group = self.group
+        (call, sent_phase), data = group.transport.inbox.take(
+            (group.id, self.step, frm), group.ranks[frm], group.ranks, self.deadline,
+            lambda: f"{_render(self.describe)} (step {self.step}) waiting for rank "
+                    f"{group.ranks[frm]}")
+        if call != self.describe or sent_phase != phase:
+            raise CollectiveMismatchError(
+                f"rank {group.ranks[group.rank]} called {_render(self.describe)} but rank "
+                f"{group.ranks[frm]} called {_render(call)} at step {self.step} of the group")
+        return data
+
+
+class ProcessGroup:
+    """Global `ranks` (in group-rank order) that exchange through this process's transport.
+
+    `rank` is this process's rank in the group, -1 when it is not a member.
+    """
+
+    def __init__(self, transport: Transport, group_id: str, ranks: Sequence[int],
+                 timeout: float):
+        self.transport = transport
+        self.id = group_id
+        self.ranks: List[int] = list(ranks)
+        self.rank = self.ranks.index(transport.rank) if transport.rank in self.ranks else -1
+        self.size = len(self.ranks)
+        self.timeout = timeout
+        self._steps = itertools.count()
+        self._lock = threading.Lock()
+        self._queue: "queue.SimpleQueue" = queue.SimpleQueue()
+        self._pending = 0
+        self._thread: Optional[threading.Thread] = None
+        self._destroyed = False
+
+    def run(self, describe: tuple, body: Callable[[Call], Any], async_op: bool) -> Any:
+        """Run collective `body` as this group's next step; a Work if `async_op`."""
+        with self._lock:
+            if self._destroyed:
+                raise DistError("the process group was destroyed")
+            if self.rank < 0:
+                raise DistError(f"rank {self.transport.rank} is not a member of this group "
+                                f"(ranks {self.ranks})")
+            self.transport.inbox.check(self.ranks)
+            call = Call(self, next(self._steps), describe, time.monotonic() + self.timeout)
+            if not async_op and not self._pending:
+                inline = True
+            else:
+                inline = False
+                future = Future()
+                self._pending += 1
+                self._start_thread()
+                self._queue.put((future, body, call))
+        if inline:
+            return body(call)
+        if async_op:
+            return Work(future)
+        return future.wait()
+
+    def _start_thread(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name=f"pg-{self.id}-ops",
+                                            daemon=True)
+            self._thread.start()
+
+    def _work(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            future, body, call = item
+            try:
+                value = body(call)
+            except BaseException as exc:  # noqa: BLE001 - the Work raises it
+                future.set_exception(exc)
+            else:
+                future.set_result(value)
+            finally:
+                with self._lock:
+                    self._pending -= 1
+            del item, future, body, call
+
+    def destroy(self) -> None:
+        """Refuse new calls and end the background thread once its work is done."""
+        with self._lock:
+            self._destroyed = True
+            thread = self._thread
+        if thread is not None:
+            self._queue.put(_STOP)
+            if thread is not threading.current_thread():
+                thread.join(5.0)
+
+
+def _render(describe: tuple) -> str:
+    name, *details = describe
+    return f"{name}({', '.join(str(d) for d in details)})"

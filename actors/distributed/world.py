@@ -1,0 +1,163 @@
+"""Forming and ending this process's default group, and making subgroups.
+
+`init_process_group` follows torch's path: an init method (``env://`` by default,
+``tcp://``, ``file://``) or an explicit store → every rank publishes its transport
+address under ``pg/<n>/`` → every rank connects to every other. `n` counts the
+process's initializations, so a group formed again after `destroy_process_group`
+uses fresh keys. A process may hold an RPC world at the same time: they share the
+``env://`` store server (a master `TCPStore` on a port this process already serves
+joins that server, as torch's multi-tenant stores do).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+from datetime import timedelta
+from typing import Any, List, Optional, Sequence, Union
+
+from actors.network import bind_host
+from actors.runtime.log import get_logger
+from store.base import Store, to_seconds
+from store.errors import StoreTimeoutError
+
+from .errors import DistError
+from .group import ProcessGroup
+from .transport import Transport
+
+log = get_logger(__name__)
+
+DEFAULT_TIMEOUT = timedelta(minutes=30)
+_BACKENDS = ("zmq", "gloo")  # "gloo": torch scripts run unchanged on this backend
+
+
+class _World:
+    """The default group, its transport, the store and the subgroups made so far."""
+
+    def __init__(self, store: Store, owns_store: bool, group: ProcessGroup):
+        self.store, self.owns_store, self.group = store, owns_store, group
+        self.subgroups: List[ProcessGroup] = []
+        self.next_group = itertools.count(1)
+
+
+_lock = threading.Lock()
+_world: Optional[_World] = None
+_initializations = itertools.count()
+
+
+def init_process_group(backend: Optional[str] = None, init_method: Optional[str] = None,
+                       timeout: Union[timedelta, float, None] = None, world_size: int = -1,
+                       rank: int = -1, store: Optional[Store] = None, group_name: str = "",
+                       pg_options: Any = None) -> None:
+    """Join the default process group (torch's signature; `group_name` and `pg_options`
+    are accepted and ignored). DistError if one is already initialized."""
+    global _world
+    if backend is not None and str(backend).lower() not in _BACKENDS:
+        raise ValueError(f"backend {backend!r} is not available; use 'zmq' (or 'gloo', "
+                         f"which names the same backend)")
+    seconds = to_seconds(DEFAULT_TIMEOUT if timeout is None else timeout, "timeout")
+    with _lock:
+        if _world is not None:
+            raise DistError("the default process group is already initialized; call "
+                            "destroy_process_group() first")
+        if store is None:
+            from store import rendezvous
+
+            if rank == -1 and "RANK" in os.environ and init_method in (None, "env://"):
+                rank = int(os.environ["RANK"])
+            store, rank, world_size = next(rendezvous(
+                init_method or "env://", rank, world_size, timeout=seconds,
+                wait_for_workers=False))
+            owns_store = True
+        else:
+            owns_store = False
+            if init_method is not None:
+                raise ValueError("init_method and store are mutually exclusive")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"init_process_group needs 0 <= rank < world_size, got "
+                             f"rank={rank}, world_size={world_size}")
+        try:
+            group = _form(store, rank, world_size, seconds)
+        except BaseException:
+            if owns_store:
+                store.close()
+            raise
+        _world = _World(store, owns_store, group)
+    log.info("process_group_initialized", rank=rank, world_size=world_size)
+
+
+def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGroup:
+    from store import PrefixStore
+
+    keys = PrefixStore(f"pg/{next(_initializations)}", store)
+    transport = Transport(rank, bind_host(store))
+    try:
+        keys.set(f"addresses/{rank}", transport.address)
+        wanted = [f"addresses/{r}" for r in range(world_size)]
+        try:
+            keys.wait(wanted, timeout)
+        except StoreTimeoutError:
+            missing = [r for r in range(world_size) if not keys.check([wanted[r]])]
+            raise DistError(f"the process group did not assemble within {timeout:g}s: "
+                            + ", ".join(f"rank {r}" for r in missing) + " never joined") from None
+        transport.connect([a.decode() for a in keys.multi_get(wanted)], timeout)
+    except BaseException:
+        transport.close()
+        raise
+    return ProcessGroup(transport, "0", range(world_size), timeout)
+
+
+def destroy_process_group(group: Optional[ProcessGroup] = None) -> None:
+    """End `group`, or the default group with every subgroup and its connections."""
+    global _world
+    with _lock:
+        world = _world
+        if world is None:
+            raise DistError("the default process group is not initialized")
+        if group is not None and group is not world.group:
+            group.destroy()
+            if group in world.subgroups:
+                world.subgroups.remove(group)
+            return
+        _world = None
+    for sub in world.subgroups:
+        sub.destroy()
+    world.group.destroy()
+    world.group.transport.close()
+    if world.owns_store:
+        world.store.close()
+    log.info("process_group_destroyed", rank=world.group.rank)
+
+
+def new_group(ranks: Optional[Sequence[int]] = None, timeout: Union[timedelta, float, None]
+              = None, backend: Optional[str] = None, pg_options: Any = None) -> ProcessGroup:
+    """A group of global `ranks` (all ranks when None). Every rank of the default group
+    calls it, with the same ranks, in the same order; a non-member gets a group whose
+    `rank` is -1 and whose collectives raise."""
+    world = current()
+    default = world.group
+    members = sorted(set(range(default.size) if ranks is None else ranks))
+    for r in members:
+        if isinstance(r, bool) or not isinstance(r, int) or not 0 <= r < default.size:
+            raise ValueError(f"new_group: rank {r!r} is not in the default group of "
+                             f"{default.size}")
+    seconds = default.timeout if timeout is None else to_seconds(timeout, "timeout")
+    group = ProcessGroup(default.transport, str(next(world.next_group)), members, seconds)
+    world.subgroups.append(group)
+    return group
+
+
+def current() -> _World:
+    world = _world
+    if world is None:
+        raise DistError("the default process group is not initialized; call "
+                        "init_process_group() first")
+    return world
+
+
+def group_or_default(group: Optional[ProcessGroup]) -> ProcessGroup:
+    return current().group if group is None else group
+
+
+def is_initialized() -> bool:
+    return _world is not None

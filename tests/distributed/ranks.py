@@ -1,0 +1,72 @@
+"""Run a scenario on every rank of a process group, each rank a spawned process."""
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import queue
+import time
+import traceback
+from typing import Any, Callable, Iterable, List, Optional
+
+from tests.net import free_port
+
+ctx = mp.get_context("spawn")
+
+
+def _rank_main(scenario: Callable[..., Any], rank: int, world: int, port: int, args: tuple,
+               results: Any) -> None:
+    os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
+    import actors.distributed as dist
+
+    try:
+        dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=60)
+        try:
+            value = scenario(rank, world, *args)
+        finally:
+            dist.destroy_process_group()
+        results.put((rank, "ok", value))
+    except BaseException as exc:  # noqa: BLE001 - reported to the test
+        results.put((rank, "error", (type(exc).__name__, str(exc), traceback.format_exc())))
+
+
+def run_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: float = 60.0
+              ) -> List[Any]:
+    """Each rank's return value, in rank order; AssertionError with a rank's traceback
+    when any rank raised."""
+    outcomes = spawn_ranks(world, scenario, *args, timeout=timeout)
+    for rank, (status, value) in enumerate(outcomes):
+        if status != "ok":
+            raise AssertionError(f"rank {rank} failed:\n{value[2]}")
+    return [value for _, value in outcomes]
+
+
+def spawn_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: float = 60.0,
+                wait_for: Optional[Iterable[int]] = None) -> List[tuple]:
+    """Each rank's ``(status, value)``; status "ok", or "error" with (type, message, tb),
+    or "missing" for a rank that reported nothing (e.g. killed, or not in `wait_for`:
+    the ranks whose report is awaited, all by default; the others are killed)."""
+    port = free_port()
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_rank_main, args=(scenario, r, world, port, args, results),
+                         daemon=True) for r in range(world)]
+    for proc in procs:
+        proc.start()
+    awaited = set(range(world) if wait_for is None else wait_for)
+    try:
+        outcomes = {}
+        deadline = time.monotonic() + timeout
+        while not awaited <= set(outcomes) and time.monotonic() < deadline:
+            try:
+                rank, status, value = results.get(timeout=0.5)
+                outcomes[rank] = (status, value)
+            except queue.Empty:
+                if not any(procs[r].is_alive() for r in awaited - set(outcomes)):
+                    break
+        return [outcomes.get(r, ("missing", None)) for r in range(world)]
+    finally:
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(5)

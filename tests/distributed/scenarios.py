@@ -1,0 +1,167 @@
+"""What each rank does in the process-group tests (importable by spawned processes)."""
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import numpy as np
+
+import actors.distributed as dist
+
+SIZES = [(5,), (7, 3), (300_001,), (1 << 20,)]  # a ring-sized one and a 4 MiB one
+
+
+def data(rank: int, shape, dtype="float32", seed: int = 0) -> np.ndarray:
+    """Rank `rank`'s input, reproducible in the test process."""
+    rng = np.random.default_rng(seed * 1000 + rank)
+    values = rng.standard_normal(shape) * 4
+    if np.dtype(dtype).kind == "f":
+        return values.astype(dtype)
+    return np.clip(np.round(values), -3, 3).astype(dtype)
+
+
+def every_collective(rank, world):
+    """One of each collective; the results by name, for the test to check."""
+    out = {}
+    for shape in SIZES:
+        for op in ("SUM", "MAX", "AVG"):
+            array = data(rank, shape)
+            dist.all_reduce(array, op=dist.ReduceOp[op])
+            out[f"all_reduce/{op}/{shape}"] = array
+    for dtype in ("int32", "float64"):
+        for op in ("SUM", "PRODUCT", "MIN"):
+            array = data(rank, (1001,), dtype, seed=1)
+            dist.all_reduce(array, op=dist.ReduceOp[op])
+            out[f"all_reduce/{op}/{dtype}"] = array
+    array = data(rank, (2, 3)) if rank == world - 1 else np.zeros((2, 3), np.float32)
+    dist.broadcast(array, src=world - 1)
+    out["broadcast"] = array
+    array = data(rank, (9,))
+    dist.reduce(array, dst=1, op=dist.ReduceOp.SUM)
+    out["reduce"] = array
+    pieces = [np.zeros(4, np.float32) for _ in range(world)]
+    dist.all_gather(pieces, data(rank, (4,)))
+    out["all_gather"] = np.stack(pieces)
+    flat = np.zeros(world * 6, np.float64)
+    dist.all_gather_into_tensor(flat, data(rank, (2, 3), "float64"))
+    out["all_gather_into_tensor"] = flat
+    gathered = [np.zeros(3, np.float32) for _ in range(world)] if rank == 0 else None
+    dist.gather(data(rank, (3,)), gathered, dst=0)
+    out["gather"] = None if gathered is None else np.stack(gathered)
+    mine = np.zeros(5, np.float32)
+    dist.scatter(mine, [data(r, (5,), seed=2) for r in range(world)] if rank == 0 else None,
+                 src=0)
+    out["scatter"] = mine
+    mine = np.zeros(3, np.float32)
+    dist.reduce_scatter(mine, [data(rank * world + r, (3,)) for r in range(world)])
+    out["reduce_scatter"] = mine
+    mine = np.zeros(2, np.float32)
+    dist.reduce_scatter_tensor(mine, data(rank, (world * 2,), seed=3), op=dist.ReduceOp.MAX)
+    out["reduce_scatter_tensor"] = mine
+    received = [np.zeros(2, np.int64) for _ in range(world)]
+    dist.all_to_all(received, [np.array([rank, r], np.int64) for r in range(world)])
+    out["all_to_all"] = np.stack(received)
+    dist.barrier()
+    objects = [None] * world
+    dist.all_gather_object(objects, {"rank": rank, "name": f"r{rank}"})
+    out["all_gather_object"] = objects
+    objects = [f"from {rank}", rank] if rank == 0 else [None, None]
+    dist.broadcast_object_list(objects, src=0)
+    out["broadcast_object_list"] = objects
+    arrays = [np.full(3, float(rank + i), np.float32) for i in range(3)]
+    works = [dist.all_reduce(a, async_op=True) for a in arrays]
+    out["async_done"] = [w.wait() for w in works]
+    out["async"] = np.stack(arrays)
+    out["rank"], out["size"] = dist.get_rank(), dist.get_world_size()
+    return out
+
+
+def point_to_point(rank, world):
+    """A ring of tagged sends; rank 0 also receives from anyone."""
+    right, left = (rank + 1) % world, (rank - 1) % world
+    dist.send(np.full(4, rank, np.int32), dst=right, tag=7)
+    dist.send(np.full(4, rank + 100, np.int32), dst=right, tag=8)
+    by_tag = {}
+    for tag in (8, 7):  # taken in the other order: tags keep them apart
+        buffer = np.zeros(4, np.int32)
+        by_tag[tag] = (dist.recv(buffer, src=left, tag=tag), buffer)
+    if rank != 0:
+        dist.send(np.full(2, rank, np.float64), dst=0, tag=1)
+        return by_tag, None
+    senders = []
+    for _ in range(world - 1):
+        buffer = np.zeros(2, np.float64)
+        work = dist.irecv(buffer, tag=1)
+        work.wait(30)
+        senders.append((work.result(), int(buffer[0])))
+    return by_tag, sorted(senders)
+
+
+def subgroup(rank, world):
+    group = dist.new_group([0, 2])
+    array = np.full(3, rank + 1.0, np.float32)
+    if dist.get_rank(group) >= 0:
+        dist.all_reduce(array, group=group)
+        return dist.get_rank(group), array, None
+    try:
+        dist.all_reduce(array, group=group)
+    except dist.DistError as exc:
+        return -1, array, str(exc)
+    return -1, array, "no error"
+
+
+def mismatched_shape(rank, world):
+    try:
+        dist.all_reduce(np.zeros(4 + rank, np.float32))
+    except ValueError as exc:
+        return type(exc).__name__, str(exc)
+    return "no error", ""
+
+
+def mismatched_collective(rank, world):
+    try:
+        if rank == 0:
+            dist.all_reduce(np.zeros(4, np.float32))
+        else:
+            dist.broadcast(np.zeros(4, np.float32), src=1)
+    except ValueError as exc:
+        return type(exc).__name__, str(exc)
+    return "no error", ""
+
+
+def dies_or_loops(rank, world, victim, how):
+    """Every rank loops all_reduce; `victim` kills (or stops) itself after a few rounds.
+    Survivors return (error type, message, seconds from the victim's end to the error)."""
+    array = np.ones(1000, np.float32)
+    for step in range(10_000):
+        if rank == victim and step == 20:
+            os.kill(os.getpid(), signal.SIGKILL if how == "kill" else signal.SIGSTOP)
+            time.sleep(60)
+        try:
+            started = time.monotonic()
+            dist.all_reduce(array)
+            array[:] = 1
+        except Exception as exc:  # noqa: BLE001 - the test checks it
+            return type(exc).__name__, str(exc), time.monotonic() - started, \
+                isinstance(exc, ConnectionError)
+    return "no error", "", 0.0, False
+
+
+def monitored(rank, world, absent):
+    if rank == absent:
+        time.sleep(3)
+        return "absent", ""
+    try:
+        dist.monitored_barrier(timeout=1.0)
+    except dist.DistError as exc:
+        return "raised", str(exc)
+    return "passed", ""
+
+
+def tensors(rank, world):
+    from engine import Tensor
+
+    weights = Tensor(np.full(3, rank + 1.0, np.float32))
+    dist.all_reduce(weights, op=dist.ReduceOp.AVG)
+    return weights.data

@@ -1,0 +1,80 @@
+"""A rank that dies, hangs or calls something else, and groups used when they cannot be."""
+import numpy as np
+import pytest
+
+import actors.distributed as dist
+from tests.distributed import scenarios
+from tests.distributed.ranks import run_ranks, spawn_ranks
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_killed_rank_makes_every_survivor_raise_a_connection_error_naming_it_within_a_second():
+    outcomes = spawn_ranks(3, scenarios.dies_or_loops, 2, "kill", timeout=60, wait_for=[0, 1])
+    assert outcomes[2][0] == "missing"
+    for status, (kind, message, seconds, is_connection_error) in outcomes[:2]:
+        assert status == "ok"
+        assert kind == "RankLostError" and is_connection_error
+        assert "rank 2" in message
+        assert seconds < 1.0
+
+
+def test_a_hung_rank_is_named_within_five_seconds():
+    outcomes = spawn_ranks(3, scenarios.dies_or_loops, 1, "stop", timeout=60, wait_for=[0, 2])
+    for status, (kind, message, seconds, is_connection_error) in (outcomes[0], outcomes[2]):
+        assert status == "ok"
+        assert kind == "RankLostError" and is_connection_error
+        assert "rank 1" in message
+        assert seconds < 5.0
+
+
+def test_a_mismatched_shape_raises_a_value_error_naming_both_sides():
+    results = run_ranks(2, scenarios.mismatched_shape)
+    for kind, message in results:
+        assert kind == "CollectiveMismatchError"
+        assert "all_reduce(SUM, <f4, (4,))" in message
+        assert "all_reduce(SUM, <f4, (5,))" in message
+        assert "rank 0" in message and "rank 1" in message
+
+
+def test_a_different_collective_at_the_same_step_is_caught_where_data_arrives():
+    kind, message = run_ranks(2, scenarios.mismatched_collective)[0]
+    assert kind == "CollectiveMismatchError"
+    assert "all_reduce" in message and "broadcast" in message and "rank 1" in message
+
+
+def test_monitored_barrier_names_the_rank_that_did_not_arrive_and_nobody_passes():
+    results = run_ranks(3, scenarios.monitored, 2)
+    assert results[0] == ("raised", "monitored_barrier: rank 2 did not arrive within 1s")
+    assert results[1][0] == "raised" and "rank 2" in results[1][1]
+
+
+def test_collectives_without_a_group_raise_a_clear_error():
+    assert not dist.is_initialized()
+    with pytest.raises(dist.DistError, match="init_process_group"):
+        dist.all_reduce(np.zeros(3))
+    with pytest.raises(dist.DistError, match="not initialized"):
+        dist.destroy_process_group()
+
+
+def test_wrong_arguments_are_refused_before_anything_is_sent(tmp_path):
+    dist.init_process_group(init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+    try:
+        with pytest.raises(TypeError, match="numpy array or a tensor"):
+            dist.all_reduce([1, 2, 3])
+        with pytest.raises(ValueError, match="C-contiguous"):
+            dist.all_reduce(np.zeros((4, 4))[:, 1])
+        with pytest.raises(TypeError, match="AVG needs a floating dtype"):
+            dist.all_reduce(np.zeros(3, np.int32), op=dist.ReduceOp.AVG)
+        with pytest.raises(ValueError, match="src=3 is not a rank"):
+            dist.broadcast(np.zeros(3), src=3)
+        with pytest.raises(dist.DistError, match="already initialized"):
+            dist.init_process_group(init_method=f"file://{tmp_path}/other", rank=0,
+                                    world_size=1)
+        array = np.arange(3.0)
+        dist.all_reduce(array)  # a group of one: the array is its own sum
+        np.testing.assert_array_equal(array, np.arange(3.0))
+    finally:
+        dist.destroy_process_group()
+    with pytest.raises(dist.DistError, match="init_process_group"):
+        dist.barrier()
