@@ -14,13 +14,18 @@ ctx = mp.get_context("spawn")
 
 
 def _rank_main(scenario: Callable[..., Any], rank: int, world: int, port: int, args: tuple,
-               results: Any) -> None:
+               results: Any, init: str) -> None:
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
     import actors.distributed as dist
 
     try:
-        dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world, timeout=60)
+        if init == "env":  # as python -m actors.launch sets it up
+            os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                              WORLD_SIZE=str(world))
+            dist.init_process_group()
+        else:
+            dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                    world_size=world, timeout=60)
         try:
             value = scenario(rank, world, *args)
         finally:
@@ -30,11 +35,11 @@ def _rank_main(scenario: Callable[..., Any], rank: int, world: int, port: int, a
         results.put((rank, "error", (type(exc).__name__, str(exc), traceback.format_exc())))
 
 
-def run_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: float = 60.0
-              ) -> List[Any]:
+def run_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: float = 60.0,
+              init: str = "tcp") -> List[Any]:
     """Each rank's return value, in rank order; AssertionError with a rank's traceback
-    when any rank raised."""
-    outcomes = spawn_ranks(world, scenario, *args, timeout=timeout)
+    when any rank raised. `init` "env" starts each rank as the launcher would."""
+    outcomes = spawn_ranks(world, scenario, *args, timeout=timeout, init=init)
     for rank, (status, value) in enumerate(outcomes):
         if status != "ok":
             raise AssertionError(f"rank {rank} failed:\n{value[2]}")
@@ -42,13 +47,13 @@ def run_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: flo
 
 
 def spawn_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: float = 60.0,
-                wait_for: Optional[Iterable[int]] = None) -> List[tuple]:
+                wait_for: Optional[Iterable[int]] = None, init: str = "tcp") -> List[tuple]:
     """Each rank's ``(status, value)``; status "ok", or "error" with (type, message, tb),
     or "missing" for a rank that reported nothing (e.g. killed, or not in `wait_for`:
     the ranks whose report is awaited, all by default; the others are killed)."""
     port = free_port()
     results = ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(scenario, r, world, port, args, results),
+    procs = [ctx.Process(target=_rank_main, args=(scenario, r, world, port, args, results, init),
                          daemon=True) for r in range(world)]
     for proc in procs:
         proc.start()

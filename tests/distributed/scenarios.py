@@ -165,3 +165,20 @@ def tensors(rank, world):
     weights = Tensor(np.full(3, rank + 1.0, np.float32))
     dist.all_reduce(weights, op=dist.ReduceOp.AVG)
     return weights.data
+
+
+def beside_rpc(rank, world):
+    """An RPC world on the same env:// store as the group: a call, then a reduction."""
+    import operator
+
+    import actors
+
+    actors.init_rpc()
+    try:
+        peer = (rank + 1) % world
+        called = actors.rpc_sync(f"worker{peer}", operator.mul, args=(rank, 10))
+        array = np.full(2, float(rank))
+        dist.all_reduce(array)
+        return called, array
+    finally:
+        actors.shutdown()

@@ -93,3 +93,10 @@ def test_an_engine_tensor_is_reduced_in_its_data():
     results = run_ranks(2, scenarios.tensors)
     for data in results:
         np.testing.assert_array_equal(data, np.full(3, 1.5, np.float32))
+
+
+def test_a_group_started_as_the_launcher_starts_workers_lives_beside_an_rpc_world():
+    results = run_ranks(2, scenarios.beside_rpc, init="env")
+    assert [called for called, _ in results] == [0, 10]
+    for _, array in results:
+        np.testing.assert_array_equal(array, [1.0, 1.0])

@@ -84,11 +84,33 @@ def rpc_world(close: bool, host: str) -> int:
     return port
 
 
+def process_group(close: bool, host: str) -> int:
+    """A process group of one beside an RPC world of one on the same env:// store:
+    init both, one all_reduce and one rpc_sync, destroy and shut down (their close)."""
+    import numpy as np
+
+    import actors.distributed as dist
+
+    port = free_port()
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK="0",
+                      WORLD_SIZE="1")
+    dist.init_process_group(timeout=CALL_TIMEOUT)
+    actors.init_rpc("w0", timeout=CALL_TIMEOUT)
+    array = np.arange(3.0)
+    dist.all_reduce(array)
+    assert array.tolist() == [0.0, 1.0, 2.0]
+    assert actors.rpc_sync("w0", operator.add, args=(1, 2)) == 3
+    dist.destroy_process_group()
+    actors.shutdown()
+    return port
+
+
 SCENARIOS: Dict[str, Round] = {
     "tcp_store_pair": tcp_store_pair,
     "actor": actor,
     "channel": channel,
     "rpc_world": rpc_world,
+    "process_group": process_group,
 }
 
 

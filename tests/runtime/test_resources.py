@@ -79,6 +79,13 @@ def test_200_rpc_worlds_of_one_after_shutdown_leave_no_threads_fds_or_ports(tmp_
     assert_released(run_scenario("rpc_world", tmp_path))
 
 
+def test_200_process_groups_beside_rpc_worlds_after_destroy_leave_no_threads_fds_or_ports(
+        tmp_path):
+    """init_process_group and init_rpc on one env:// store, then destroy and shutdown, 200
+    times: the transports, the agents and the shared store server free it all."""
+    assert_released(run_scenario("process_group", tmp_path))
+
+
 IMPORTS = """\
 import operator
 import time
