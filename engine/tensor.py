@@ -30,7 +30,7 @@ class Tensor:
     """A numpy array with an autograd history (see the module docstring)."""
 
     __slots__ = ("data", "grad", "requires_grad", "grad_fn", "output_nr", "_accumulator",
-                 "__weakref__")
+                 "post_accumulate_grad_hooks", "__weakref__")
     __array_ufunc__ = None  # ndarray <op> Tensor defers to Tensor's reflected operator
     __hash__ = object.__hash__
 
@@ -47,6 +47,8 @@ class Tensor:
         self.grad_fn = grad_fn
         self.output_nr = output_nr
         self._accumulator: Optional[weakref.ref] = None
+        # Called with this tensor once a backward pass has accumulated its .grad.
+        self.post_accumulate_grad_hooks: Optional[list] = None
 
     # -- metadata -------------------------------------------------------------------
     @property
@@ -136,6 +138,18 @@ class Tensor:
                 "the out-of-place form, engine.no_grad(), or set .grad = None to clear a grad"
             )
 
+    def register_post_accumulate_grad_hook(self, hook: Any) -> "HookHandle":
+        """Call ``hook(tensor)`` each time a backward pass has accumulated this leaf's
+        ``.grad`` (torch's name); returns a handle whose ``remove()`` unregisters it."""
+        if self.grad_fn is not None:
+            raise AutogradError("post-accumulate-grad hooks can only be registered on leaves")
+        if not callable(hook):
+            raise TypeError(f"hook must be callable, got {type(hook).__name__}")
+        if self.post_accumulate_grad_hooks is None:
+            self.post_accumulate_grad_hooks = []
+        self.post_accumulate_grad_hooks.append(hook)
+        return HookHandle(self.post_accumulate_grad_hooks, hook)
+
     def _grad_accumulator(self) -> AccumulateGrad:
         ref = self._accumulator
         node = ref() if ref is not None else None
@@ -176,6 +190,19 @@ class Tensor:
 # Arrays below this pickle as raw bytes; larger ones keep numpy's reduction, whose
 # buffer can travel out of band (as its own message frame).
 _SMALL_BYTES = 1024
+
+
+class HookHandle:
+    """Removes one registered hook."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks: list, hook: Any):
+        self._hooks, self._hook = hooks, hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
 
 
 def _rebuild(cls: type, data: np.ndarray, requires_grad: bool) -> Tensor:

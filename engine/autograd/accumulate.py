@@ -2,8 +2,10 @@
 
 A sink is any callable ``sink(tensor, grad)``; the scheduler calls it once per
 gradient that reaches a leaf's ``AccumulateGrad`` node.  ``IntoGrad`` (the default)
-adds to ``tensor.grad``; distributed autograd passes a sink that adds to its
-context instead, using ``merge_gradient`` so that it follows the same rules:
+adds to ``tensor.grad``, then calls the tensor's post-accumulate-grad hooks (what
+DistributedDataParallel starts its bucket all-reduces from); distributed autograd
+passes a sink that adds to its context instead, using ``merge_gradient`` so that it
+follows the same rules:
 
 - the stored array has the leaf's shape and dtype (a float64 gradient for a float32
   leaf is cast, as torch does);
@@ -60,3 +62,7 @@ class IntoGrad:
     def __call__(self, tensor: Any, grad: Optional[np.ndarray]) -> None:
         if grad is not None:
             tensor.grad = merge_gradient(tensor.grad, grad, tensor, self.claimed)
+            hooks = tensor.post_accumulate_grad_hooks
+            if hooks:
+                for hook in list(hooks):
+                    hook(tensor)

@@ -182,3 +182,42 @@ def beside_rpc(rank, world):
         return called, array
     finally:
         actors.shutdown()
+
+
+def ddp_model(seed: int):
+    import engine
+    from engine import nn
+
+    engine.manual_seed(seed)
+    return nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 3))
+
+
+def ddp_batches(steps: int, batch: int):
+    rng = np.random.default_rng(7)
+    return [(rng.standard_normal((batch, 6)).astype(np.float32),
+             rng.standard_normal((batch, 3)).astype(np.float32)) for _ in range(steps)]
+
+
+def ddp_train(rank, world, steps, per_rank, bucket_cap_mb, accumulate):
+    """DDP training from a model seeded differently on each rank (the broadcast makes
+    them equal); with `accumulate`, every step is two half-batches, the first in no_sync."""
+    from engine import Tensor
+    from engine.nn import functional as F
+    from engine.nn.parallel import DistributedDataParallel
+    from engine.optim import SGD
+
+    model = DistributedDataParallel(ddp_model(seed=100 + rank), bucket_cap_mb=bucket_cap_mb)
+    optimizer = SGD(model.parameters(), lr=0.1)
+    for inputs, targets in ddp_batches(steps, per_rank * world):
+        mine = slice(rank * per_rank, (rank + 1) * per_rank)
+        x, y = inputs[mine], targets[mine]
+        optimizer.zero_grad()
+        if accumulate:
+            half = per_rank // 2
+            with model.no_sync():
+                (F.mse_loss(model(Tensor(x[:half])), Tensor(y[:half])) / 2).backward()
+            (F.mse_loss(model(Tensor(x[half:])), Tensor(y[half:])) / 2).backward()
+        else:
+            F.mse_loss(model(Tensor(x)), Tensor(y)).backward()
+        optimizer.step()
+    return [p.data.copy() for p in model.parameters()]
