@@ -58,3 +58,12 @@ def test_the_local_mlp_example_shows_the_loss_falling():
     losses = [float(line.split("loss")[1].split()[0]) for line in out.splitlines()
               if line.startswith("epoch")]
     assert losses[-1] < losses[0] / 5
+
+
+def test_the_ddp_example_trains_two_ranks_that_stay_identical():
+    out = run_example("ddp_train.py")
+    losses = [float(line.split("mean loss ")[1].split()[0]) for line in out.splitlines()
+              if line.startswith("epoch")]
+    assert len(losses) == 8 and losses[-1] < losses[0] / 5
+    assert _accuracy(out) >= 90.0
+    assert "parameters identical on all 2 ranks: True" in out
