@@ -1,0 +1,222 @@
+"""W7: collectives and a DDP training step, ours against torch's gloo backend, same run.
+
+One process per rank, one BLAS/OpenMP thread each (as torchrun sets). Figures:
+all_reduce of float32 (latency at 4 KiB, bus bandwidth at 1, 16 and 64 MiB) with 2
+and 4 ranks; broadcast of 16 MiB, all_gather of 4 MiB per rank and barrier with 4;
+W7e one training step of the MLP 784-512-512-10 on a batch of 64 per rank with DDP
+on 2 ranks, and the same step in one process without DDP. Bus bandwidth is torch's
+(nccl-tests') definition: 2 (n-1)/n × bytes / time for all_reduce. Prints one JSON
+line. Usage: ``python benchmarks/bench_collectives.py [--quick]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import statistics
+import sys
+import time
+from typing import Any, Callable, Dict
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks._procs import free_port, ratio  # noqa: E402
+
+MiB = 1 << 20
+
+
+class _Ours:
+    def __init__(self, rank: int, world: int, port: int):
+        import actors.distributed as dist
+
+        self.dist = dist
+        dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world)
+
+    def array(self, nbytes: int) -> Any:
+        import numpy as np
+
+        return np.ones(nbytes // 4, np.float32)
+
+    def close(self) -> None:
+        self.dist.destroy_process_group()
+
+
+class _Torch:
+    def __init__(self, rank: int, world: int, port: int):
+        import torch.distributed as dist
+
+        self.dist = dist
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world)
+
+    def array(self, nbytes: int) -> Any:
+        import torch
+
+        return torch.ones(nbytes // 4, dtype=torch.float32)
+
+    def close(self) -> None:
+        self.dist.destroy_process_group()
+
+
+def _timed(dist: Any, run: Callable[[], None], iters: int) -> float:
+    """Median seconds of `iters` runs, each between two barriers (rank 0's clock)."""
+    run()
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def _collectives(system: Any, rank: int, world: int, quick: bool) -> Dict[str, float]:
+    dist = system.dist
+    out: Dict[str, float] = {}
+    sizes = [4096, MiB, 16 * MiB] + ([] if quick else [64 * MiB])
+    for nbytes in sizes:
+        array = system.array(nbytes)
+        seconds = _timed(dist, lambda a=array: dist.all_reduce(a), 30 if nbytes <= MiB else 5)
+        if nbytes == 4096:
+            out["all_reduce_4kib_us"] = seconds * 1e6
+        else:
+            out[f"all_reduce_{nbytes // MiB}mib_busbw_gbs"] = \
+                2 * (world - 1) / world * nbytes / seconds / 1e9
+    if world == 4:
+        array = system.array(16 * MiB)
+        out["broadcast_16mib_ms"] = _timed(dist, lambda: dist.broadcast(array, src=0), 5) * 1e3
+        piece = system.array(4 * MiB)
+        pieces = [system.array(4 * MiB) for _ in range(world)]
+        out["all_gather_4mib_ms"] = _timed(dist, lambda: dist.all_gather(pieces, piece), 5) * 1e3
+        out["barrier_us"] = _timed(dist, dist.barrier, 50) * 1e6
+    return out
+
+
+def _ddp_step(system: Any, rank: int, world: int, quick: bool) -> Dict[str, float]:
+    """Median time of a training step of the MLP with DDP."""
+    import numpy as np
+
+    x = np.random.default_rng(rank).standard_normal((64, 784)).astype(np.float32)
+    y = np.random.default_rng(rank).integers(0, 10, 64)
+    step = _ours_step(x, y, ddp=True) if isinstance(system, _Ours) else _torch_step(x, y)
+    return {"ddp_step_ms": _timed(system.dist, step, 10 if quick else 30) * 1e3}
+
+
+def _ours_step(x: Any, y: Any, ddp: bool) -> Callable[[], None]:
+    import engine
+    from engine import nn
+    from engine.nn import functional as F
+    from engine.nn.parallel import DistributedDataParallel
+
+    model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                          nn.Linear(512, 10))
+    if ddp:
+        model = DistributedDataParallel(model)
+    optimizer = engine.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        F.cross_entropy(model(engine.from_numpy(x)), engine.from_numpy(y)).backward()
+        optimizer.step()
+
+    return step
+
+
+def _torch_step(x: Any, y: Any) -> Callable[[], None]:
+    import torch
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = DistributedDataParallel(nn.Sequential(
+        nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(xt), yt).backward()
+        optimizer.step()
+
+    return step
+
+
+def _rank(kind: str, task: str, rank: int, world: int, port: int, quick: bool,
+          results: Any) -> None:
+    os.environ["ACTORGRAD_LOG_LEVEL"] = "warning"
+    if kind == "torch":
+        import torch
+
+        torch.set_num_threads(1)
+    system = (_Torch if kind == "torch" else _Ours)(rank, world, port)
+    try:
+        figures = (_collectives if task == "collectives" else _ddp_step)(
+            system, rank, world, quick)
+    finally:
+        system.close()
+    if rank == 0:
+        results.put(figures)
+
+
+def run(kind: str, task: str, world: int, quick: bool) -> Dict[str, float]:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [ctx.Process(target=_rank, args=(kind, task, r, world, port, quick, results),
+                         daemon=True) for r in range(world)]
+    for proc in procs:
+        proc.start()
+    try:
+        return results.get(timeout=600)
+    finally:
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+
+
+def _single_step(quick: bool) -> float:
+    import numpy as np
+
+    x = np.random.default_rng(0).standard_normal((64, 784)).astype(np.float32)
+    y = np.random.default_rng(0).integers(0, 10, 64)
+    step = _ours_step(x, y, ddp=False)
+    step()
+    times = []
+    for _ in range(10 if quick else 30):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="no 64 MiB, fewer repetitions")
+    args = parser.parse_args()
+    os.environ.update(OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    try:
+        import torch  # noqa: F401
+
+        kinds = ["ours", "torch"]
+    except ImportError:
+        kinds = ["ours"]
+    report: Dict[str, Any] = {"workload": "W7", "quick": args.quick}
+    for kind in kinds:
+        figures: Dict[str, float] = {}
+        for world in (2, 4):
+            for key, value in run(kind, "collectives", world, args.quick).items():
+                figures[f"w{world}_{key}"] = round(value, 3)
+        figures.update({k: round(v, 3) for k, v in run(kind, "ddp", 2, args.quick).items()})
+        report[kind] = figures
+    report["ours"]["single_process_step_ms"] = round(_single_step(args.quick), 3)
+    if "torch" in report:
+        ours, torch_ = report["ours"], report["torch"]
+        report["ratios"] = {f"{k}_ours_vs_torch": ratio(ours[k], torch_[k])
+                            for k in ours if k in torch_}
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
