@@ -4,7 +4,9 @@ One process per rank, one BLAS/OpenMP thread each (as torchrun sets). Figures:
 all_reduce of float32 (latency at 4 KiB, bus bandwidth at 1, 16 and 64 MiB) with 2
 and 4 ranks; broadcast of 16 MiB, all_gather of 4 MiB per rank and barrier with 4;
 W7e one training step of the MLP 784-512-512-10 on a batch of 64 per rank with DDP
-on 2 ranks, and the same step in one process without DDP. Bus bandwidth is torch's
+on 2 ranks, and the same step in one process without DDP; W7f one rank of 3 killed
+during a loop of all_reduce: how many survivors raised, and when the last did (None:
+one waited longer than 20 s). Bus bandwidth is torch's
 (nccl-tests') definition: 2 (n-1)/n × bytes / time for all_reduce. Prints one JSON
 line. Usage: ``python benchmarks/bench_collectives.py [--quick]``.
 """
@@ -14,6 +16,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import sys
 import time
@@ -24,6 +27,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks._procs import free_port, ratio  # noqa: E402
 
 MiB = 1 << 20
+# How long W7f waits for a survivor to raise (torch's group timeout is set to this).
+_KILL_WAIT = 20.0
 
 
 class _Ours:
@@ -48,8 +53,10 @@ class _Torch:
         import torch.distributed as dist
 
         self.dist = dist
+        from datetime import timedelta
+
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world)
+                                world_size=world, timeout=timedelta(seconds=_KILL_WAIT))
 
     def array(self, nbytes: int) -> Any:
         import torch
@@ -142,14 +149,37 @@ def _torch_step(x: Any, y: Any) -> Callable[[], None]:
     return step
 
 
+def _kill_one(system: Any, rank: int, world: int, killed_at: Any) -> Dict[str, float]:
+    """W7f: all_reduce in a loop; the last rank kills itself after 20 rounds. A survivor
+    reports the seconds from the kill until its all_reduce raised."""
+    import signal
+
+    array = system.array(4096)
+    for round_ in range(100_000):
+        if rank == world - 1 and round_ == 20:
+            killed_at.value = time.perf_counter()
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            system.dist.all_reduce(array)
+        except Exception:  # noqa: BLE001 - what every survivor should see
+            return {f"rank{rank}_raised_after_kill_ms": (time.perf_counter() - killed_at.value)
+                    * 1e3}
+    return {}
+
+
 def _rank(kind: str, task: str, rank: int, world: int, port: int, quick: bool,
-          results: Any) -> None:
+          results: Any, killed_at: Any) -> None:
     os.environ["ACTORGRAD_LOG_LEVEL"] = "warning"
     if kind == "torch":
         import torch
 
         torch.set_num_threads(1)
     system = (_Torch if kind == "torch" else _Ours)(rank, world, port)
+    if task == "kill":
+        results.put(_kill_one(system, rank, world, killed_at))
+        results.close()
+        results.join_thread()  # delivered before the exit below
+        os._exit(0)  # a group with a dead rank cannot be torn down in order
     try:
         figures = (_collectives if task == "collectives" else _ddp_step)(
             system, rank, world, quick)
@@ -162,13 +192,22 @@ def _rank(kind: str, task: str, rank: int, world: int, port: int, quick: bool,
 def run(kind: str, task: str, world: int, quick: bool) -> Dict[str, float]:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
+    killed_at = ctx.Value("d", 0.0)
     port = free_port()
-    procs = [ctx.Process(target=_rank, args=(kind, task, r, world, port, quick, results),
-                         daemon=True) for r in range(world)]
+    procs = [ctx.Process(target=_rank, args=(kind, task, r, world, port, quick, results,
+                                             killed_at), daemon=True) for r in range(world)]
     for proc in procs:
         proc.start()
     try:
-        return results.get(timeout=600)
+        if task != "kill":
+            return results.get(timeout=600)
+        figures: Dict[str, float] = {}
+        for _ in range(world - 1):  # a survivor that never raises is reported as missing
+            try:
+                figures.update(results.get(timeout=_KILL_WAIT))
+            except queue.Empty:
+                break
+        return figures
     finally:
         for proc in procs:
             proc.join(30)
@@ -209,12 +248,16 @@ def main() -> None:
             for key, value in run(kind, "collectives", world, args.quick).items():
                 figures[f"w{world}_{key}"] = round(value, 3)
         figures.update({k: round(v, 3) for k, v in run(kind, "ddp", 2, args.quick).items()})
+        killed = run(kind, "kill", 3, args.quick)
+        figures["w7f_survivors_raised"] = len(killed)
+        figures["w7f_last_survivor_raised_ms"] = round(max(killed.values()), 1) \
+            if len(killed) == 2 else None
         report[kind] = figures
     report["ours"]["single_process_step_ms"] = round(_single_step(args.quick), 3)
     if "torch" in report:
         ours, torch_ = report["ours"], report["torch"]
         report["ratios"] = {f"{k}_ours_vs_torch": ratio(ours[k], torch_[k])
-                            for k in ours if k in torch_}
+                            for k in ours if k in torch_ and ours[k] and torch_[k]}
     print(json.dumps(report))
 
 

@@ -11,9 +11,12 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-# Above this many bytes all_reduce runs the ring (bandwidth-optimal); below it every
-# rank sends its whole array to every other (one message latency).
+# Above this many bytes all_reduce runs the ring and broadcast the chain
+# (bandwidth-optimal); below it arrays go whole, straight to every rank (one latency).
 RING_THRESHOLD = 256 * 1024
+# Large arrays move in chunks of at most this many bytes, so that a rank passes a
+# chunk on while the next one is still arriving.
+CHUNK_BYTES = 4 << 20
 
 
 class ReduceOp(enum.Enum):
@@ -66,6 +69,12 @@ def segments(length: int, parts: int) -> List[Tuple[int, int]]:
         bounds.append((start, stop))
         start = stop
     return bounds
+
+
+def chunks(start: int, stop: int, itemsize: int) -> List[Tuple[int, int]]:
+    """[start, stop) cut into pieces of at most CHUNK_BYTES (at least one piece)."""
+    step = max(1, CHUNK_BYTES // itemsize)
+    return [(a, min(a + step, stop)) for a in range(start, max(stop, start + 1), step)]
 
 
 def ring_reduce_scatter_step(rank: int, size: int, step: int) -> Tuple[int, int]:

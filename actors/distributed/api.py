@@ -49,7 +49,7 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Group = None,
     check_op(op, array.dtype)
 
     def body(call: Call) -> None:
-        array[...] = collectives.all_reduce(call, array, op)
+        collectives.all_reduce(call, array, op)
 
     return _run(group, ("all_reduce", op.name, array.dtype.str, array.shape), body, async_op)
 

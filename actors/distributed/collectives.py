@@ -15,34 +15,51 @@ from .algorithms import ReduceOp
 from .group import Call
 
 
-def all_reduce(call: Call, array: np.ndarray, op: ReduceOp) -> np.ndarray:
-    """The reduction of every rank's `array` (flattened), identical on every rank."""
+def all_reduce(call: Call, array: np.ndarray, op: ReduceOp) -> None:
+    """Replace `array` by the reduction of every rank's, identical on every rank."""
     size = call.group.size
     if size == 1:
-        return algorithms.finish(op, np.array(array, copy=True), 1)
-    if array.nbytes < algorithms.RING_THRESHOLD or array.size < size:
-        return algorithms.reduce_in_order(op, all_gather(call, array), size)
-    return _ring_all_reduce(call, array.reshape(-1), op).reshape(array.shape)
+        algorithms.finish(op, array, 1)
+    elif array.nbytes < algorithms.RING_THRESHOLD or array.size < size:
+        array[...] = algorithms.reduce_in_order(op, all_gather(call, array), size)
+    else:
+        _ring_all_reduce(call, array.reshape(-1), op)
 
 
-def _ring_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> np.ndarray:
+def _ring_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> None:
+    """Reduce-scatter then all-gather around the ring, in place, chunk by chunk: each
+    chunk is passed on as soon as it is reduced (or, in the all-gather, received).
+
+    The chunks sent are views of `flat`, not copies: a segment is only overwritten
+    once its final value came round the ring, which needs every rank's earlier
+    message carrying it to have been received.
+    """
     group = call.group
     rank, size = group.rank, group.size
     right, left = (rank + 1) % size, (rank - 1) % size
-    bounds = algorithms.segments(flat.size, size)
-    parts = [flat[start:stop] for start, stop in bounds]
+    pieces = [algorithms.chunks(start, stop, flat.itemsize)
+              for start, stop in algorithms.segments(flat.size, size)]
+    first, _ = algorithms.ring_reduce_scatter_step(rank, size, 0)
+    for index, (a, b) in enumerate(pieces[first]):
+        call.send(right, ("rs", 0, index), flat[a:b], keep=True)
     for step in range(size - 1):
-        sent, received = algorithms.ring_reduce_scatter_step(rank, size, step)
-        call.send(right, ("rs", step), parts[sent])
-        incoming = np.array(call.recv(left, ("rs", step)), copy=True)
-        parts[received] = algorithms.combine(op, incoming, parts[received])
-    owned = (rank + 1) % size
-    parts[owned] = algorithms.finish(op, parts[owned], size)
+        _, received = algorithms.ring_reduce_scatter_step(rank, size, step)
+        last = step == size - 2
+        for index, (a, b) in enumerate(pieces[received]):
+            chunk = flat[a:b]
+            algorithms.combine(op, chunk, call.recv(left, ("rs", step, index)))
+            if last:  # this rank's own segment is complete: start the all-gather
+                algorithms.finish(op, chunk, size)
+                call.send(right, ("ag", 0, index), chunk, keep=True)
+            else:
+                call.send(right, ("rs", step + 1, index), chunk, keep=True)
     for step in range(size - 1):
-        sent, received = algorithms.ring_all_gather_step(rank, size, step)
-        call.send(right, ("ag", step), parts[sent])
-        parts[received] = call.recv(left, ("ag", step))
-    return np.concatenate(parts)
+        _, received = algorithms.ring_all_gather_step(rank, size, step)
+        for index, (a, b) in enumerate(pieces[received]):
+            incoming = call.recv(left, ("ag", step, index))
+            flat[a:b] = incoming
+            if step < size - 2:
+                call.send(right, ("ag", step + 1, index), incoming, keep=True)
 
 
 def all_gather(call: Call, data: Any) -> List[Any]:
@@ -56,14 +73,42 @@ def all_gather(call: Call, data: Any) -> List[Any]:
 
 
 def broadcast(call: Call, data: Any, src: int) -> Any:
-    """`src`'s `data` on every rank."""
+    """`src`'s `data` on every rank; arrays of RING_THRESHOLD bytes and more are written
+    into `data` in place on every rank, passed down a chain in chunks."""
     group = call.group
+    if isinstance(data, np.ndarray) and data.nbytes >= algorithms.RING_THRESHOLD \
+            and group.size > 2:
+        _chain_broadcast(call, data.reshape(-1), src)
+        return data
     if group.rank == src:
         for peer in range(group.size):
             if peer != src:
                 call.send(peer, "bcast", data)
         return data
     return call.recv(src, "bcast")
+
+
+def _chain_broadcast(call: Call, flat: np.ndarray, src: int) -> None:
+    """src → src+1 → ... → src-1, chunk by chunk; each rank forwards what it received
+    (its own copy of the frame). The root sends views of its array and waits for the
+    last rank's word that everything arrived before it lets the caller change it."""
+    group = call.group
+    rank, size = group.rank, group.size
+    position = (rank - src) % size
+    right, left, last = (rank + 1) % size, (rank - 1) % size, (src - 1) % size
+    pieces = algorithms.chunks(0, flat.size, flat.itemsize)
+    if position == 0:
+        for index, (a, b) in enumerate(pieces):
+            call.send(right, ("chain", index), flat[a:b], keep=True)
+        call.recv(last, "received")
+        return
+    for index, (a, b) in enumerate(pieces):
+        incoming = call.recv(left, ("chain", index))
+        if rank != last:
+            call.send(right, ("chain", index), incoming, keep=True)
+        flat[a:b] = incoming
+    if rank == last:
+        call.send(src, "received", None)
 
 
 def gather(call: Call, data: Any, dst: int) -> Optional[List[Any]]:

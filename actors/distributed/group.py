@@ -66,11 +66,12 @@ class Call:
     def __init__(self, group: "ProcessGroup", step: int, describe: tuple, deadline: float):
         self.group, self.step, self.describe, self.deadline = group, step, describe, deadline
 
-    def send(self, to: int, phase: Any, data: Any) -> None:
-        """Send `data` to group rank `to` for `phase` of this call."""
+    def send(self, to: int, phase: Any, data: Any, keep: bool = False) -> None:
+        """Send `data` to group rank `to` for `phase` of this call (`keep`: see
+        `Transport.send`)."""
         group = self.group
         group.transport.send(group.ranks[to], (group.id, self.step, group.rank),
-                             (self.describe, phase), data)
+                             (self.describe, phase), data, keep)
 
     def recv(self, frm: int, phase: Any) -> Any:
         """The data group rank `frm` sent for `phase` of this call.

@@ -58,9 +58,10 @@ class Transport:
         wait_all([self._actor.request(address, Kind.PING, None, timeout)
                   for r, address in enumerate(addresses) if r != self.rank], timeout)
 
-    def send(self, rank: int, key: tuple, call: tuple, data: Any) -> None:
-        """Send `data` to global `rank`; the caller may change its arrays afterwards."""
-        if isinstance(data, np.ndarray) and data.nbytes >= INBAND_LIMIT:
+    def send(self, rank: int, key: tuple, call: tuple, data: Any, keep: bool = False) -> None:
+        """Send `data` to global `rank`; the caller may change its arrays afterwards,
+        unless `keep` says it leaves them unchanged until the peer has received them."""
+        if not keep and isinstance(data, np.ndarray) and data.nbytes >= INBAND_LIMIT:
             # Such a buffer leaves as its own frame, sent later by the I/O thread.
             data = data.copy()
         self._actor.notify(self._addresses[rank], Kind.PG_DATA, (key, call, data))

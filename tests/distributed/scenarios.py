@@ -37,6 +37,10 @@ def every_collective(rank, world):
     array = data(rank, (2, 3)) if rank == world - 1 else np.zeros((2, 3), np.float32)
     dist.broadcast(array, src=world - 1)
     out["broadcast"] = array
+    large = data(rank, (3 * 1024 * 1024 + 5,), "float64") if rank == 1 else \
+        np.zeros(3 * 1024 * 1024 + 5)
+    dist.broadcast(large, src=1)  # 24 MiB: down the chain in chunks
+    out["broadcast_large"] = large
     array = data(rank, (9,))
     dist.reduce(array, dst=1, op=dist.ReduceOp.SUM)
     out["reduce"] = array

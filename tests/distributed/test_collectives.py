@@ -42,6 +42,8 @@ def test_every_collective_matches_numpy_and_every_rank_ends_bit_identical(world)
                 assert result[name].dtype == np.dtype(dtype)
     for result in results:
         np.testing.assert_array_equal(result["broadcast"], D(world - 1, (2, 3)))
+        assert result["broadcast_large"].tobytes() == \
+            D(1, (3 * 1024 * 1024 + 5,), "float64").tobytes()
         np.testing.assert_array_equal(result["all_gather"], np.stack([D(r, (4,)) for r in ranks]))
         np.testing.assert_array_equal(
             result["all_gather_into_tensor"],
