@@ -29,7 +29,8 @@ def _rank_main(scenario: Callable[..., Any], rank: int, world: int, port: int, a
         try:
             value = scenario(rank, world, *args)
         finally:
-            dist.destroy_process_group()
+            if dist.is_initialized():
+                dist.destroy_process_group()
         results.put((rank, "ok", value))
     except BaseException as exc:  # noqa: BLE001 - reported to the test
         results.put((rank, "error", (type(exc).__name__, str(exc), traceback.format_exc())))

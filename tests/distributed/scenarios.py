@@ -225,3 +225,37 @@ def ddp_train(rank, world, steps, per_rank, bucket_cap_mb, accumulate):
             F.mse_loss(model(Tensor(x)), Tensor(y)).backward()
         optimizer.step()
     return [p.data.copy() for p in model.parameters()]
+
+
+def async_failure_and_destroyed_subgroup(rank, world):
+    """A failing async call reports through its Work; a destroyed subgroup refuses calls."""
+    work = dist.all_reduce(np.zeros(3 + rank, np.float32), async_op=True)
+    try:
+        work.wait(30)
+        waited = "no error"
+    except ValueError as exc:
+        waited = type(exc).__name__
+    group = dist.new_group()
+    dist.destroy_process_group(group)
+    try:
+        dist.barrier(group)
+        refused = "no error"
+    except dist.DistError as exc:
+        refused = str(exc)
+    array = np.ones(2)
+    dist.all_reduce(array)  # the default group still works
+    return waited, work.is_completed(), type(work.exception()).__name__, refused, array
+
+
+def explicit_store(rank, world, path):
+    """Two groups in a row on one FileStore the ranks open themselves."""
+    from store import FileStore
+
+    dist.destroy_process_group()  # the one the harness made
+    store = FileStore(path, world)
+    for round_ in range(2):
+        dist.init_process_group(store=store, rank=rank, world_size=world)
+        array = np.full(2, float(rank + round_))
+        dist.all_reduce(array)
+        dist.destroy_process_group()
+    return array

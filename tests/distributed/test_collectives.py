@@ -102,3 +102,9 @@ def test_a_group_started_as_the_launcher_starts_workers_lives_beside_an_rpc_worl
     assert [called for called, _ in results] == [0, 10]
     for _, array in results:
         np.testing.assert_array_equal(array, [1.0, 1.0])
+
+
+def test_groups_form_again_and_again_on_a_store_the_ranks_pass_in(tmp_path):
+    results = run_ranks(2, scenarios.explicit_store, str(tmp_path / "store"))
+    for array in results:
+        np.testing.assert_array_equal(array, [3.0, 3.0])

@@ -78,3 +78,11 @@ def test_wrong_arguments_are_refused_before_anything_is_sent(tmp_path):
         dist.destroy_process_group()
     with pytest.raises(dist.DistError, match="init_process_group"):
         dist.barrier()
+
+
+def test_a_failing_async_call_reports_through_its_work_and_a_destroyed_group_refuses_calls():
+    results = run_ranks(2, scenarios.async_failure_and_destroyed_subgroup)
+    for waited, completed, kind, refused, array in results:
+        assert waited == "CollectiveMismatchError" and completed and kind == waited
+        assert refused == "the process group was destroyed"
+        np.testing.assert_array_equal(array, [2.0, 2.0])
