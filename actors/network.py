@@ -1,8 +1,10 @@
-"""Which local address a process offers its peers: the one that routes to the store."""
+"""Where a process stands on the network: the address it offers its peers, and which
+of its peers share its host."""
 from __future__ import annotations
 
 import os
 import socket
+from typing import Sequence
 
 from store.base import Store
 
@@ -18,3 +20,15 @@ def bind_host(store: Store) -> str:
             return probe.getsockname()[0]
     except OSError:
         return "127.0.0.1"
+
+
+def workers_on_host(addresses: Sequence[str], mine: str) -> int:
+    """How many of `addresses` (peers' mailbox endpoints) are on the host of `mine`."""
+    host = host_of(mine)
+    return sum(1 for other in addresses if host_of(other) == host)
+
+
+def host_of(address: str) -> str:
+    """``tcp://10.0.0.5:7000`` → ``10.0.0.5``; every ``ipc://`` path is this host."""
+    transport, _, rest = address.partition("://")
+    return rest.rsplit(":", 1)[0] if transport == "tcp" else "local"

@@ -16,8 +16,9 @@ import threading
 from datetime import timedelta
 from typing import Any, List, Optional, Sequence, Union
 
-from actors.network import bind_host
+from actors.network import bind_host, workers_on_host
 from actors.runtime.log import get_logger
+from actors.runtime.tuning import keep_freed_memory, share_cores
 from store.base import Store, to_seconds
 from store.errors import StoreTimeoutError
 
@@ -50,12 +51,15 @@ def init_process_group(backend: Optional[str] = None, init_method: Optional[str]
                        rank: int = -1, store: Optional[Store] = None, group_name: str = "",
                        pg_options: Any = None) -> None:
     """Join the default process group (torch's signature; `group_name` and `pg_options`
-    are accepted and ignored). DistError if one is already initialized."""
+    are accepted and ignored). DistError if one is already initialized. As `init_rpc`,
+    it tunes the allocator and shares the host's cores among the ranks' BLAS threads
+    (see `actors.runtime.tuning`)."""
     global _world
     if backend is not None and str(backend).lower() not in _BACKENDS:
         raise ValueError(f"backend {backend!r} is not available; use 'zmq' (or 'gloo', "
                          f"which names the same backend)")
     seconds = to_seconds(DEFAULT_TIMEOUT if timeout is None else timeout, "timeout")
+    keep_freed_memory()
     with _lock:
         if _world is not None:
             raise DistError("the default process group is already initialized; call "
@@ -100,10 +104,12 @@ def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGr
             missing = [r for r in range(world_size) if not keys.check([wanted[r]])]
             raise DistError(f"the process group did not assemble within {timeout:g}s: "
                             + ", ".join(f"rank {r}" for r in missing) + " never joined") from None
-        transport.connect([a.decode() for a in keys.multi_get(wanted)], timeout)
+        addresses = [a.decode() for a in keys.multi_get(wanted)]
+        transport.connect(addresses, timeout)
     except BaseException:
         transport.close()
         raise
+    share_cores(workers_on_host(addresses, transport.address))
     return ProcessGroup(transport, "0", range(world_size), timeout)
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Union
 
+from actors.network import workers_on_host
+
 
 class WorkerInfo(NamedTuple):
     """A worker of the RPC world: its unique `name` and its `id` (the rank)."""
@@ -54,11 +56,4 @@ class WorkerDirectory:
 
     def workers_on_host(self, address: str) -> int:
         """How many workers of the world listen on the same host as `address`."""
-        host = _host(address)
-        return sum(1 for other in self._addresses if _host(other) == host)
-
-
-def _host(address: str) -> str:
-    """``tcp://10.0.0.5:7000`` → ``10.0.0.5``; every ``ipc://`` path is this host."""
-    transport, _, rest = address.partition("://")
-    return rest.rsplit(":", 1)[0] if transport == "tcp" else "local"
+        return workers_on_host(self._addresses, address)
