@@ -11,7 +11,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import threading
 import time
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from benchmarks._procs import server_process
 
@@ -71,9 +71,10 @@ def _adder(orders: Any, results: Any, kind: str, port: int) -> None:
         results.put(done)
 
 
-def add_rates(kind: str, port: int, crowd_sizes: Sequence[int], seconds: float
-              ) -> Dict[str, float]:
-    """Aggregate adds per second with each number of client processes in `crowd_sizes`."""
+def add_rates(kind: str, port: int, crowd_sizes: Sequence[int], seconds: float,
+              server_cpu: Optional[Callable[[], float]] = None) -> Dict[str, float]:
+    """Aggregate adds per second with each number of client processes in `crowd_sizes`;
+    with `server_cpu` (the server's CPU seconds so far), also its CPU µs per add."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     most = max(crowd_sizes)
@@ -87,11 +88,15 @@ def add_rates(kind: str, port: int, crowd_sizes: Sequence[int], seconds: float
             results.get(timeout=180)
         rates = {}
         for size in crowd_sizes:
+            before = server_cpu() if server_cpu else 0.0
             start_at = time.perf_counter() + 0.2
             for queue in orders[:size]:
                 queue.put((start_at, seconds))
             total = sum(results.get(timeout=seconds + 60) for _ in range(size))
             rates[f"add_ops_{size}_clients"] = round(total / seconds, 1)
+            if server_cpu:
+                rates[f"server_cpu_us_{size}_clients"] = round(
+                    (server_cpu() - before) / total * 1e6, 1)
         return rates
     finally:
         _end(procs, orders)

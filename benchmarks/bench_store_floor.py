@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import statistics
 import sys
@@ -31,7 +30,7 @@ from typing import Any, Callable, Dict, List
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._procs import server_process  # noqa: E402
-from benchmarks._store_crowds import open_client  # noqa: E402
+from benchmarks._store_crowds import add_rates  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -113,50 +112,13 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def _adder(orders: Any, results: Any, kind: str, port: int) -> None:
-    os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
-    client = open_client(kind, port)
-    client.add("warm", 1)
-    results.put(os.getpid())
-    start_at, seconds = orders.get()
-    while time.perf_counter() < start_at:
-        pass
-    done, end = 0, start_at + seconds
-    while time.perf_counter() < end:
-        client.add("count", 1)
-        done += 1
-    results.put(done)
-    orders.get()
-
-
 def measure(rung: str, clients: int, seconds: float) -> Dict[str, float]:
     """ops/s and the server's CPU µs per op for one rung under `clients` processes."""
     kind = "raw" if rung == "raw_echo" else "ours"
-    ctx = mp.get_context("spawn")
     with server_process(RUNGS[rung]) as (port, server):
-        results = ctx.Queue()
-        orders = [ctx.Queue() for _ in range(clients)]
-        procs = [ctx.Process(target=_adder, args=(orders[i], results, kind, port), daemon=True)
-                 for i in range(clients)]
-        for proc in procs:
-            proc.start()
-        try:
-            for _ in procs:
-                results.get(timeout=120)
-            before = _cpu_seconds(server)
-            start_at = time.perf_counter() + 0.2
-            for queue in orders:
-                queue.put((start_at, seconds))
-            total = sum(results.get(timeout=seconds + 60) for _ in procs)
-            cpu = _cpu_seconds(server) - before
-        finally:
-            for queue in orders:
-                queue.put(None)
-            for proc in procs:
-                proc.join(5)
-                if proc.is_alive():
-                    proc.kill()
-    return {"ops": total / seconds, "server_cpu_us": cpu / total * 1e6}
+        figures = add_rates(kind, port, [clients], seconds, lambda: _cpu_seconds(server))
+    return {"ops": figures[f"add_ops_{clients}_clients"],
+            "server_cpu_us": figures[f"server_cpu_us_{clients}_clients"]}
 
 
 def main() -> None:

@@ -113,11 +113,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group =
 
 def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
            group: Group = None, async_op: bool = False) -> Optional[Work]:
-    array = _array(tensor)
-    pg = group_or_default(group)
-    root = _group_rank(pg, dst, "dst")
-    outputs = _arrays(gather_list, pg.size, "gather_list", like=array) \
-        if pg.rank == root else None
+    array, pg, root, outputs = _rooted(tensor, group, dst, "dst", gather_list, "gather_list")
 
     def body(call: Call) -> None:
         pieces = collectives.gather(call, array, root)
@@ -130,11 +126,7 @@ def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
 
 def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
             group: Group = None, async_op: bool = False) -> Optional[Work]:
-    array = _array(tensor)
-    pg = group_or_default(group)
-    root = _group_rank(pg, src, "src")
-    pieces = _arrays(scatter_list, pg.size, "scatter_list", like=array) \
-        if pg.rank == root else None
+    array, pg, root, pieces = _rooted(tensor, group, src, "src", scatter_list, "scatter_list")
 
     def body(call: Call) -> None:
         array[...] = collectives.scatter(call, pieces, root)
@@ -337,6 +329,17 @@ def _group_rank(pg: ProcessGroup, rank: int, name: str) -> int:
     if isinstance(rank, bool) or not isinstance(rank, int) or rank not in pg.ranks:
         raise ValueError(f"{name}={rank!r} is not a rank of this group (ranks {pg.ranks})")
     return pg.ranks.index(rank)
+
+
+def _rooted(tensor: Any, group: Group, root: int, role: str, items: Optional[Sequence[Any]],
+            items_name: str) -> tuple:
+    """(array, group, the root's group rank, `items` checked against the array on the
+    root and None elsewhere) for a call with a root that holds a list."""
+    array = _array(tensor)
+    pg = group_or_default(group)
+    at = _group_rank(pg, root, role)
+    listed = _arrays(items, pg.size, items_name, like=array) if pg.rank == at else None
+    return array, pg, at, listed
 
 
 def _array(value: Any) -> np.ndarray:
