@@ -65,7 +65,16 @@ class DistributedDataParallel(Module):
             param.register_post_accumulate_grad_hook(self._on_grad_ready)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        self._reset()  # a backward that raised midway leaves counts behind
         return self.module(*args, **kwargs)
+
+    def _reset(self) -> None:
+        """Count every bucket's parameters again; wait out any all-reduce still running."""
+        for bucket in self._buckets:
+            if bucket.work is not None:
+                bucket.work.wait()
+            bucket.pending, bucket.work, bucket.flat = len(bucket.params), None, None
+        object.__setattr__(self, "_next", 0)
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
@@ -97,7 +106,6 @@ class DistributedDataParallel(Module):
 
     def _finish(self) -> None:
         """Wait for every bucket, write the averages into ``.grad``, reset for the next pass."""
-        object.__setattr__(self, "_next", 0)
         for bucket in self._buckets:
             bucket.work.wait()
             bucket.flat /= self._size
@@ -107,7 +115,7 @@ class DistributedDataParallel(Module):
                 param.grad = bucket.flat[offset:offset + size].reshape(param.shape).astype(
                     param.dtype, copy=True)
                 offset += size
-            bucket.pending, bucket.work, bucket.flat = len(bucket.params), None, None
+        self._reset()
 
 
 def _pack(params: List[Parameter], cap_bytes: int) -> List[_Bucket]:
