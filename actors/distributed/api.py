@@ -90,8 +90,7 @@ def all_gather(tensor_list: List[Any], tensor: Any, group: Group = None,
     outputs = _arrays(tensor_list, pg.size, "tensor_list", like=array)
 
     def body(call: Call) -> None:
-        for out, piece in zip(outputs, collectives.all_gather(call, array)):
-            out[...] = piece
+        collectives.all_gather_into(call, array, outputs)
 
     return _run(pg, ("all_gather", array.dtype.str, array.shape), body, async_op)
 
@@ -105,8 +104,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group =
                          f"cannot hold {pg.size} × {array.dtype}{list(array.shape)}")
 
     def body(call: Call) -> None:
-        out.reshape(pg.size, -1)[...] = np.stack(
-            [piece.reshape(-1) for piece in collectives.all_gather(call, array)])
+        collectives.all_gather_into(call, array, list(out.reshape(pg.size, *array.shape)))
 
     return _run(pg, ("all_gather", array.dtype.str, array.shape), body, async_op)
 
@@ -274,10 +272,12 @@ def recv(tensor: Any, src: Optional[int] = None, group: Group = None, tag: int =
         keys, tuple(pg.ranks[p] for p in peers), pg.ranks, time.monotonic() + pg.timeout,
         lambda: f"recv(src={src}, tag={tag}) on rank {pg.transport.rank}")
     sender = pg.ranks[key[3]]
-    if data.shape != array.shape or data.dtype != array.dtype:
-        raise ValueError(f"recv: rank {sender} sent {data.dtype}{list(data.shape)} but rank "
-                         f"{pg.transport.rank} receives into {array.dtype}{list(array.shape)}")
-    array[...] = data
+    with pg.transport.lend(data) as data:
+        if data.shape != array.shape or data.dtype != array.dtype:
+            raise ValueError(f"recv: rank {sender} sent {data.dtype}{list(data.shape)} but "
+                             f"rank {pg.transport.rank} receives into "
+                             f"{array.dtype}{list(array.shape)}")
+        array[...] = data
     return sender
 
 

@@ -6,7 +6,8 @@ are used throughout; the public API maps torch's global `src`/`dst` onto them.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+import contextlib
+from typing import Any, ContextManager, List, Optional, Sequence
 
 import numpy as np
 
@@ -22,17 +23,73 @@ def all_reduce(call: Call, array: np.ndarray, op: ReduceOp) -> None:
         algorithms.finish(op, array, 1)
     elif array.nbytes < algorithms.RING_THRESHOLD or array.size < size:
         array[...] = algorithms.reduce_in_order(op, all_gather(call, array), size)
+    elif _on_one_host(call):
+        _one_host_all_reduce(call, array.reshape(-1), op)
     else:
         _ring_all_reduce(call, array.reshape(-1), op)
+
+
+def _on_one_host(call: Call) -> bool:
+    """Whether the group's ranks share this host, so that large arrays go through shared
+    memory. Every rank of a group answers the same: it depends only on the addresses."""
+    return call.group.transport.shares_memory(call.group.ranks)
+
+
+def _one_host_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> None:
+    """Chunk by chunk: every rank writes the chunk once for all the others; group rank
+    r reduces segment r of it, reading every rank's copy in group-rank order straight
+    from shared memory, and writes the result once for the others to copy in.
+
+    Two hops whatever the group size, against the ring's 2 × (size - 1). Each rank
+    writes the next chunk before it reduces this one, and copies in the results of
+    the previous chunk after, so peers work meanwhile; that is also the order in
+    which every rank sends, and so the order in which each takes its peers' messages.
+    """
+    group = call.group
+    peers = call.peers()
+    pieces = algorithms.chunks(0, flat.size, flat.itemsize)
+    bounds = [algorithms.segments(b - a, group.size) for a, b in pieces]
+    call.send_all(peers, ("in", 0), flat[slice(*pieces[0])])
+    for index, (a, b) in enumerate(pieces):
+        if index + 1 < len(pieces):
+            call.send_all(peers, ("in", index + 1), flat[slice(*pieces[index + 1])])
+        mine = slice(*bounds[index][group.rank])
+        total = None
+        for peer in range(group.size):
+            with _own_or_lent(call, peer, ("in", index), flat[a:b]) as chunk:
+                if total is None:
+                    total = chunk[mine].copy()
+                else:
+                    algorithms.combine(op, total, chunk[mine])
+        algorithms.finish(op, total, group.size)
+        call.send_all(peers, ("out", index), total, keep=True)
+        flat[a:b][mine] = total
+        if index:
+            _copy_in_results(call, flat[slice(*pieces[index - 1])], index - 1,
+                             bounds[index - 1])
+    _copy_in_results(call, flat[slice(*pieces[-1])], len(pieces) - 1, bounds[-1])
+
+
+def _copy_in_results(call: Call, chunk: np.ndarray, index: int, bounds: list) -> None:
+    """Every peer's reduced segment of chunk `index`, copied into place."""
+    for peer in call.peers():
+        with call.lend(peer, ("out", index)) as segment:
+            chunk[slice(*bounds[peer])] = segment
+
+
+def _own_or_lent(call: Call, peer: int, phase: Any, own: np.ndarray) -> ContextManager[Any]:
+    return contextlib.nullcontext(own) if peer == call.group.rank else call.lend(peer, phase)
 
 
 def _ring_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> None:
     """Reduce-scatter then all-gather around the ring, in place, chunk by chunk: each
     chunk is passed on as soon as it is reduced (or, in the all-gather, received).
 
-    The chunks sent are views of `flat`, not copies: a segment is only overwritten
-    once its final value came round the ring, which needs every rank's earlier
-    message carrying it to have been received.
+    The reduce-scatter sends views of `flat`, not copies: a segment is only
+    overwritten once its final value came round the ring, which needs every rank's
+    earlier message carrying it to have been received. This rank's own final segment
+    never comes back to it, so it leaves as a copy: the caller may change `flat` as
+    soon as the call returns. Forwarded chunks are the received buffers themselves.
     """
     group = call.group
     rank, size = group.rank, group.size
@@ -50,7 +107,7 @@ def _ring_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> None:
             algorithms.combine(op, chunk, call.recv(left, ("rs", step, index)))
             if last:  # this rank's own segment is complete: start the all-gather
                 algorithms.finish(op, chunk, size)
-                call.send(right, ("ag", 0, index), chunk, keep=True)
+                call.send(right, ("ag", 0, index), chunk)
             else:
                 call.send(right, ("rs", step + 1, index), chunk, keep=True)
     for step in range(size - 1):
@@ -65,27 +122,47 @@ def _ring_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> None:
 def all_gather(call: Call, data: Any) -> List[Any]:
     """Every rank's `data`, in group-rank order (this rank's own object included)."""
     group = call.group
-    for peer in range(group.size):
-        if peer != group.rank:
-            call.send(peer, "all", data)
+    call.send_all(call.peers(), "all", data)
     return [data if peer == group.rank else call.recv(peer, "all")
             for peer in range(group.size)]
+
+
+def all_gather_into(call: Call, array: np.ndarray, outputs: Sequence[np.ndarray]) -> None:
+    """Every rank's `array` written into `outputs`, in group-rank order."""
+    call.send_all(call.peers(), "all", array)
+    for peer, out in enumerate(outputs):
+        with _own_or_lent(call, peer, "all", array) as piece:
+            out[...] = piece
 
 
 def broadcast(call: Call, data: Any, src: int) -> Any:
     """`src`'s `data` on every rank; arrays of RING_THRESHOLD bytes and more are written
     into `data` in place on every rank, passed down a chain in chunks."""
     group = call.group
-    if isinstance(data, np.ndarray) and data.nbytes >= algorithms.RING_THRESHOLD \
-            and group.size > 2:
-        _chain_broadcast(call, data.reshape(-1), src)
-        return data
+    if isinstance(data, np.ndarray) and data.nbytes >= algorithms.RING_THRESHOLD:
+        if _on_one_host(call):
+            _one_host_broadcast(call, data.reshape(-1), src)
+            return data
+        if group.size > 2:
+            _chain_broadcast(call, data.reshape(-1), src)
+            return data
     if group.rank == src:
-        for peer in range(group.size):
-            if peer != src:
-                call.send(peer, "bcast", data)
+        call.send_all(call.peers(), "bcast", data)
         return data
     return call.recv(src, "bcast")
+
+
+def _one_host_broadcast(call: Call, flat: np.ndarray, src: int) -> None:
+    """`src` writes each chunk once for every rank, which copies it in while `src`
+    writes the next."""
+    pieces = algorithms.chunks(0, flat.size, flat.itemsize)
+    if call.group.rank == src:
+        for index, (a, b) in enumerate(pieces):
+            call.send_all(call.peers(), ("bcast", index), flat[a:b])
+        return
+    for index, (a, b) in enumerate(pieces):
+        with call.lend(src, ("bcast", index)) as chunk:
+            flat[a:b] = chunk
 
 
 def _chain_broadcast(call: Call, flat: np.ndarray, src: int) -> None:
@@ -153,5 +230,7 @@ def reduce(call: Call, array: np.ndarray, op: ReduceOp, dst: int) -> Optional[np
 
 
 def barrier(call: Call) -> None:
-    """Return once every rank of the group has called it."""
+    """Return once every rank of the group has called it: every rank tells every
+    other, so that all leave together (a star through one rank costs fewer messages
+    but lets that rank leave one message's latency before the others)."""
     all_gather(call, None)

@@ -16,7 +16,7 @@ import itertools
 import queue
 import threading
 import time
-from typing import Any, Callable, List, Optional, Sequence
+from typing import Any, Callable, ContextManager, List, Optional, Sequence
 
 from actors.runtime import Future
 from actors.runtime.futures import FutureTimeoutError
@@ -69,27 +69,46 @@ class Call:
     def send(self, to: int, phase: Any, data: Any, keep: bool = False) -> None:
         """Send `data` to group rank `to` for `phase` of this call (`keep`: see
         `Transport.send`)."""
+        self.send_all((to,), phase, data, keep)
+
+    def send_all(self, to: Sequence[int], phase: Any, data: Any, keep: bool = False) -> None:
+        """`send` to each of group ranks `to`, writing a large array once for the
+        ranks on this host."""
         group = self.group
-        group.transport.send(group.ranks[to], (group.id, self.step, group.rank),
-                             (self.describe, phase), data, keep)
+        group.transport.send_many([group.ranks[peer] for peer in to],
+                                  (group.id, self.step, group.rank), (self.describe, phase),
+                                  data, keep)
 
     def recv(self, frm: int, phase: Any) -> Any:
-        """The data group rank `frm` sent for `phase` of this call.
+        """The data group rank `frm` sent for `phase` of this call, as the caller's own."""
+        return self.group.transport.open(self._take(frm, phase))
 
-        A sender's messages of one call arrive in the order it sent them, which is the
-        order the receiver takes them in; so a message for another phase can only
-        come from a different call.
-        """
+    def lend(self, frm: int, phase: Any) -> ContextManager[Any]:
+        """`recv` without a copy: the data is valid only inside the ``with`` block."""
+        return self.group.transport.lend(self._take(frm, phase))
+
+    def _take(self, frm: int, phase: Any) -> Any:
+        """A sender's messages of one call arrive in the order it sent them, which is
+        the order the receiver takes them in; so a message for another phase can only
+        come from a different call."""
         group = self.group
         (call, sent_phase), data = group.transport.inbox.take(
             (group.id, self.step, frm), group.ranks[frm], group.ranks, self.deadline,
             lambda: f"{_render(self.describe)} (step {self.step}) waiting for rank "
                     f"{group.ranks[frm]}")
         if call != self.describe or sent_phase != phase:
+            group.transport.open(data)  # frees a shared array's slots
+            ours, theirs = _render(self.describe), _render(call)
+            if ours == theirs:  # same call, another algorithm: e.g. shared memory on one only
+                ours, theirs = f"{ours} at phase {phase}", f"{theirs} at phase {sent_phase}"
             raise CollectiveMismatchError(
-                f"rank {group.ranks[group.rank]} called {_render(self.describe)} but rank "
-                f"{group.ranks[frm]} called {_render(call)} at step {self.step} of the group")
+                f"rank {group.ranks[group.rank]} called {ours} but rank "
+                f"{group.ranks[frm]} called {theirs} at step {self.step} of the group")
         return data
+
+    def peers(self) -> List[int]:
+        """The other group ranks."""
+        return [peer for peer in range(self.group.size) if peer != self.group.rank]
 
 
 class ProcessGroup:

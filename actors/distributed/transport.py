@@ -3,31 +3,39 @@
 Every message is a one-way `PG_DATA` ``(key, call, data)`` to the destination
 rank's mailbox: `key` says which wait it is for (group, collective step, sender),
 `call` describes the sender's call and its phase so that mismatched calls are
-caught, and `data`
-travels zero-copy (arrays as out-of-band frames). The I/O thread puts each message
-into the `Inbox`. At start-up every rank connects to every other, so the death of
-any rank (a dropped connection, or missed ZMTP heartbeats for a hung one) reaches
-every survivor's inbox; a rank that destroys its group says so first (`PG_LEAVE`).
+caught, and `data` travels zero-copy (arrays as out-of-band frames) or, for a large
+array to ranks on this host, as a `SharedArray` in this rank's shared region, which
+the receiver reads through `open` or `lend`. The I/O thread puts each message into
+the `Inbox`. At start-up every rank connects to every other, so the death of any
+rank (a dropped connection, or missed ZMTP heartbeats for a hung one) reaches every
+survivor's inbox; a rank that destroys its group says so first (`PG_LEAVE`).
 
 The actor's handlers reference the inbox and the address table, never the
 `Transport`, so a dropped transport stops its actor.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List
+import contextlib
+import os
+from typing import Any, Dict, Iterator, List, Sequence, Set
 
 import numpy as np
 
+from actors.network import host_of
 from actors.runtime import Actor, Kind, Message, wait_all
 from actors.runtime.log import get_logger
 from actors.runtime.serialization import INBAND_LIMIT
 
 from .inbox import Inbox
+from .shared_memory import SharedArray, SharedRegions
 
 log = get_logger(__name__)
 
 HEARTBEAT = 0.5
 HEARTBEAT_TIMEOUT = 2.0
+SHARE_TIMEOUT = 5.0
+# "0" sends everything over ZeroMQ, as between hosts; every rank must agree on it.
+SHARED_MEMORY_VARIABLE = "ACTORGRAD_SHARED_MEMORY"
 
 
 class Transport:
@@ -36,12 +44,15 @@ class Transport:
     def __init__(self, rank: int, host: str):
         self.rank = rank
         self.inbox = inbox = Inbox()
+        self._shared = shared = SharedRegions(rank)
         self._ranks: Dict[str, int] = {}  # peer address -> global rank
         self._addresses: List[str] = []
+        self._hosted: Set[int] = set()  # the other ranks on this host
         ranks = self._ranks
         self._actor = Actor(f"tcp://{host}:0", name=f"pg-rank{rank}", num_worker_threads=1,
                             heartbeat=HEARTBEAT, heartbeat_timeout=HEARTBEAT_TIMEOUT)
         self._actor.register(Kind.PG_DATA, lambda msg: _deliver(inbox, msg), inline=True)
+        self._actor.register(Kind.PG_SHARE, lambda msg: shared.attach(msg.payload), inline=True)
         self._actor.register(Kind.PG_LEAVE, lambda msg: inbox.leave(msg.payload), inline=True)
         self._actor.on_peer_lost(
             lambda address: inbox.lose(ranks.get(address, -1), "its connection dropped"))
@@ -55,16 +66,62 @@ class Transport:
         """Open a connection to every other rank and wait until each answers."""
         self._addresses = list(addresses)
         self._ranks.update({address: r for r, address in enumerate(addresses)})
+        host = host_of(self.address)
+        self._hosted = {r for r, address in enumerate(addresses)
+                        if r != self.rank and host_of(address) == host} \
+            if os.environ.get(SHARED_MEMORY_VARIABLE, "1") != "0" else set()
+        self._shared.set_peers(len(addresses), self._hosted)
         wait_all([self._actor.request(address, Kind.PING, None, timeout)
                   for r, address in enumerate(addresses) if r != self.rank], timeout)
 
     def send(self, rank: int, key: tuple, call: tuple, data: Any, keep: bool = False) -> None:
         """Send `data` to global `rank`; the caller may change its arrays afterwards,
         unless `keep` says it leaves them unchanged until the peer has received them."""
-        if not keep and isinstance(data, np.ndarray) and data.nbytes >= INBAND_LIMIT:
-            # Such a buffer leaves as its own frame, sent later by the I/O thread.
-            data = data.copy()
-        self._actor.notify(self._addresses[rank], Kind.PG_DATA, (key, call, data))
+        self.send_many((rank,), key, call, data, keep)
+
+    def send_many(self, ranks: Sequence[int], key: tuple, call: tuple, data: Any,
+                  keep: bool = False) -> None:
+        """`send` to each of `ranks`; a large array is written once for all those on
+        this host."""
+        rest: Sequence[int] = ranks
+        if isinstance(data, np.ndarray) and data.nbytes >= INBAND_LIMIT:
+            shared, rest = self._shared.write(ranks, data, self._share)
+            if shared is not None:
+                payload = (key, call, shared)
+                for rank in ranks:
+                    if rank not in rest:
+                        self._actor.notify(self._addresses[rank], Kind.PG_DATA, payload)
+            if rest and not keep:
+                # Such a buffer leaves as its own frame, sent later by the I/O thread.
+                data = data.copy()
+        for rank in rest:
+            self._actor.notify(self._addresses[rank], Kind.PG_DATA, (key, call, data))
+
+    def shares_memory(self, ranks: Sequence[int]) -> bool:
+        """Whether every one of `ranks` runs on this host (shared memory may join them)."""
+        return all(rank == self.rank or rank in self._hosted for rank in ranks)
+
+    def open(self, data: Any) -> Any:
+        """Received `data` as the caller's own: a private copy of a shared array."""
+        if not isinstance(data, SharedArray):
+            return data
+        with self.lend(data) as array:
+            return array.copy()
+
+    @contextlib.contextmanager
+    def lend(self, data: Any) -> Iterator[Any]:
+        """Received `data`, in place for a shared array: valid only inside the block."""
+        if not isinstance(data, SharedArray):
+            yield data
+            return
+        try:
+            yield self._shared.view(data)
+        finally:
+            self._shared.release(data)
+
+    def _share(self, rank: int, offer: tuple) -> None:
+        self._actor.request(self._addresses[rank], Kind.PG_SHARE, offer,
+                            SHARE_TIMEOUT).wait(SHARE_TIMEOUT)
 
     def close(self, flush_timeout: float = 2.0) -> None:
         """Tell every live peer this rank leaves, then stop.
@@ -84,6 +141,7 @@ class Transport:
                 pass
         self.inbox.close("the process group was destroyed")
         self._actor.stop()
+        self._shared.close()
 
 
 def _deliver(inbox: Inbox, msg: Message) -> None:

@@ -9,7 +9,8 @@ import numpy as np
 
 import actors.distributed as dist
 
-SIZES = [(5,), (7, 3), (300_001,), (1 << 20,)]  # a ring-sized one and a 4 MiB one
+# Small ones, one past the direct-exchange threshold, one of 4 MiB and one of 3 chunks.
+SIZES = [(5,), (7, 3), (300_001,), (1 << 20,), (2_500_003,)]
 
 
 def data(rank: int, shape, dtype="float32", seed: int = 0) -> np.ndarray:
@@ -47,6 +48,9 @@ def every_collective(rank, world):
     pieces = [np.zeros(4, np.float32) for _ in range(world)]
     dist.all_gather(pieces, data(rank, (4,)))
     out["all_gather"] = np.stack(pieces)
+    pieces = [np.zeros(300_001, np.float32) for _ in range(world)]
+    dist.all_gather(pieces, data(rank, (300_001,)))
+    out["all_gather_large"] = np.stack(pieces)
     flat = np.zeros(world * 6, np.float64)
     dist.all_gather_into_tensor(flat, data(rank, (2, 3), "float64"))
     out["all_gather_into_tensor"] = flat
@@ -259,3 +263,85 @@ def explicit_store(rank, world, path):
         dist.all_reduce(array)
         dist.destroy_process_group()
     return array
+
+
+def shared_flood(rank, world, count):
+    """Rank 0 sends `count` arrays of 1 MiB without waiting, more than its shared region
+    holds; rank 1 takes them last first."""
+    if rank == 0:
+        for tag in range(count):
+            dist.send(np.full(1 << 18, tag, np.float32), dst=1, tag=tag)
+        dist.barrier()
+        return None
+    received = {}
+    for tag in reversed(range(count)):
+        buffer = np.zeros(1 << 18, np.float32)
+        dist.recv(buffer, src=0, tag=tag)
+        received[tag] = (float(buffer.min()), float(buffer.max()))
+    dist.barrier()
+    return received
+
+
+def _shared_maps() -> int:
+    with open("/proc/self/maps") as maps:
+        return sum("actorgrad-pg" in line for line in maps)
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def shared_resources(rank, world, path):
+    """Descriptors and shared mappings after a group that moved large arrays through
+    shared memory is destroyed, against before it was formed (a first round has
+    started what stays for the process: ZeroMQ's context, numpy's thread pools)."""
+    from store import FileStore
+
+    from tests.waiting import wait_until
+
+    def one_round(store):
+        dist.init_process_group(store=store, rank=rank, world_size=world)
+        array = np.full(3 << 20, float(rank), np.float32)
+        dist.all_reduce(array)
+        dist.broadcast(array, src=0)
+        mapped = _shared_maps()
+        dist.destroy_process_group()
+        return mapped
+
+    dist.destroy_process_group()  # the one the harness made
+    store = FileStore(path, world)
+    one_round(store)
+    fds, threads = _open_fds(), len(os.listdir("/proc/self/task"))
+    mapped_during = one_round(store)
+    released = wait_until(lambda: _open_fds() <= fds
+                          and len(os.listdir("/proc/self/task")) <= threads, 10.0)
+    return mapped_during, _shared_maps(), released, (fds, _open_fds())
+
+
+def malformed_shared_array(rank, world):
+    """Rank 0 sends rank 1 a SharedArray naming slots outside any region, then a real
+    array; rank 1's recv of the first raises, and the second arrives whole."""
+    from actors.distributed import world as world_state
+    from actors.distributed.shared_memory import SharedArray
+    from actors.runtime import Kind
+
+    pg = world_state.group_or_default(None)
+    if rank == 0:
+        transport = pg.transport
+        dist.send(np.ones(1 << 18, np.float32), dst=1, tag=4)  # rank 1 maps the region
+        bogus = SharedArray(0, 30, 9, "<f4", (1 << 18,))
+        transport._actor.notify(transport._addresses[1], Kind.PG_DATA,
+                                ((pg.id, "p2p", 5, 0), ("send", "<f4", (1 << 18,)), bogus))
+        dist.send(np.arange(1 << 18, dtype=np.float32), dst=1, tag=6)
+        dist.barrier()
+        return None
+    buffer = np.zeros(1 << 18, np.float32)
+    dist.recv(buffer, src=0, tag=4)
+    try:
+        dist.recv(buffer, src=0, tag=5)
+        error = "no error"
+    except ValueError as exc:
+        error = str(exc)
+    dist.recv(buffer, src=0, tag=6)
+    dist.barrier()
+    return error, bool((buffer == np.arange(1 << 18, dtype=np.float32)).all())

@@ -21,8 +21,13 @@ def reduce_all(op, arrays):
     return (np.max if op == "MAX" else np.min)(np.stack(arrays), axis=0)
 
 
-@pytest.mark.parametrize("world", [2, 3, 4])
-def test_every_collective_matches_numpy_and_every_rank_ends_bit_identical(world):
+@pytest.mark.parametrize("world, shared_memory",
+                         [(2, "1"), (3, "1"), (4, "1"), (2, "0"), (4, "0")])
+def test_every_collective_matches_numpy_and_every_rank_ends_bit_identical(
+        world, shared_memory, monkeypatch):
+    """With shared memory between the ranks of one host, and without, as across hosts
+    (ring all_reduce, chain broadcast)."""
+    monkeypatch.setenv("ACTORGRAD_SHARED_MEMORY", shared_memory)
     results = run_ranks(world, scenarios.every_collective, timeout=150)
     ranks = range(world)
     for shape in scenarios.SIZES:
@@ -45,6 +50,8 @@ def test_every_collective_matches_numpy_and_every_rank_ends_bit_identical(world)
         assert result["broadcast_large"].tobytes() == \
             D(1, (3 * 1024 * 1024 + 5,), "float64").tobytes()
         np.testing.assert_array_equal(result["all_gather"], np.stack([D(r, (4,)) for r in ranks]))
+        np.testing.assert_array_equal(result["all_gather_large"],
+                                      np.stack([D(r, (300_001,)) for r in ranks]))
         np.testing.assert_array_equal(
             result["all_gather_into_tensor"],
             np.concatenate([D(r, (2, 3), "float64").reshape(-1) for r in ranks]))
