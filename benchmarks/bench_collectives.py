@@ -7,8 +7,10 @@ W7e one training step of the MLP 784-512-512-10 on a batch of 64 per rank with D
 on 2 ranks, and the same step in one process without DDP; W7f one rank of 3 killed
 during a loop of all_reduce: how many survivors raised, and when the last did (None:
 one waited longer than 20 s). Bus bandwidth is torch's
-(nccl-tests') definition: 2 (n-1)/n × bytes / time for all_reduce. Prints one JSON
-line. Usage: ``python benchmarks/bench_collectives.py [--quick]``.
+(nccl-tests') definition: 2 (n-1)/n × bytes / time for all_reduce. The collectives
+run a second time with shared memory off (``zeromq_only``: every byte over ZeroMQ,
+as between hosts), to show what the same-host path is worth. Prints one JSON line.
+Usage: ``python benchmarks/bench_collectives.py [--quick]``.
 """
 from __future__ import annotations
 
@@ -79,13 +81,18 @@ def _timed(dist: Any, run: Callable[[], None], iters: int) -> float:
     return statistics.median(times)
 
 
+def _iterations(nbytes: int) -> int:
+    """Enough for a stable median: latency figures swing by a third between short runs."""
+    return 200 if nbytes <= 4096 else 30 if nbytes <= MiB else 5
+
+
 def _collectives(system: Any, rank: int, world: int, quick: bool) -> Dict[str, float]:
     dist = system.dist
     out: Dict[str, float] = {}
     sizes = [4096, MiB, 16 * MiB] + ([] if quick else [64 * MiB])
     for nbytes in sizes:
         array = system.array(nbytes)
-        seconds = _timed(dist, lambda a=array: dist.all_reduce(a), 30 if nbytes <= MiB else 5)
+        seconds = _timed(dist, lambda a=array: dist.all_reduce(a), _iterations(nbytes))
         if nbytes == 4096:
             out["all_reduce_4kib_us"] = seconds * 1e6
         else:
@@ -97,7 +104,7 @@ def _collectives(system: Any, rank: int, world: int, quick: bool) -> Dict[str, f
         piece = system.array(4 * MiB)
         pieces = [system.array(4 * MiB) for _ in range(world)]
         out["all_gather_4mib_ms"] = _timed(dist, lambda: dist.all_gather(pieces, piece), 5) * 1e3
-        out["barrier_us"] = _timed(dist, dist.barrier, 50) * 1e6
+        out["barrier_us"] = _timed(dist, dist.barrier, _iterations(0)) * 1e6
     return out
 
 
@@ -170,6 +177,8 @@ def _kill_one(system: Any, rank: int, world: int, killed_at: Any) -> Dict[str, f
 def _rank(kind: str, task: str, rank: int, world: int, port: int, quick: bool,
           results: Any, killed_at: Any) -> None:
     os.environ["ACTORGRAD_LOG_LEVEL"] = "warning"
+    if kind == "zeromq_only":
+        os.environ["ACTORGRAD_SHARED_MEMORY"] = "0"
     if kind == "torch":
         import torch
 
@@ -253,11 +262,16 @@ def main() -> None:
         figures["w7f_last_survivor_raised_ms"] = round(max(killed.values()), 1) \
             if len(killed) == 2 else None
         report[kind] = figures
+    report["zeromq_only"] = {f"w{world}_{key}": round(value, 3) for world in (2, 4)
+                             for key, value in run("zeromq_only", "collectives", world,
+                                                   args.quick).items()}
     report["ours"]["single_process_step_ms"] = round(_single_step(args.quick), 3)
     if "torch" in report:
         ours, torch_ = report["ours"], report["torch"]
         report["ratios"] = {f"{k}_ours_vs_torch": ratio(ours[k], torch_[k])
                             for k in ours if k in torch_ and ours[k] and torch_[k]}
+    report["shared_vs_zeromq_only"] = {k: ratio(report["ours"][k], v)
+                                       for k, v in report["zeromq_only"].items() if v}
     print(json.dumps(report))
 
 

@@ -7,7 +7,7 @@ are used throughout; the public API maps torch's global `src`/`dst` onto them.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ContextManager, List, Optional, Sequence
+from typing import Any, Callable, ContextManager, List, Optional, Sequence
 
 import numpy as np
 
@@ -36,45 +36,55 @@ def _on_one_host(call: Call) -> bool:
 
 
 def _one_host_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> None:
-    """Chunk by chunk: every rank writes the chunk once for all the others; group rank
-    r reduces segment r of it, reading every rank's copy in group-rank order straight
-    from shared memory, and writes the result once for the others to copy in.
+    """Chunk by chunk: every rank writes segment r of its chunk for group rank r, which
+    reduces the segments, reading every rank's in group-rank order straight from
+    shared memory, and writes the result once for all the others to copy in.
 
-    Two hops whatever the group size, against the ring's 2 × (size - 1). Each rank
-    writes the next chunk before it reduces this one, and copies in the results of
-    the previous chunk after, so peers work meanwhile; that is also the order in
-    which every rank sends, and so the order in which each takes its peers' messages.
+    Two hops whatever the group size, against the ring's 2 × (size - 1), and every
+    byte written is one a peer needs. Each rank writes the next chunk's segments
+    before it reduces this one, and copies in the results of the previous chunk
+    after, so peers work meanwhile; that is also the order in which every rank
+    sends, and so the order in which each takes its peers' messages.
     """
     group = call.group
-    peers = call.peers()
     pieces = algorithms.chunks(0, flat.size, flat.itemsize)
     bounds = [algorithms.segments(b - a, group.size) for a, b in pieces]
-    call.send_all(peers, ("in", 0), flat[slice(*pieces[0])])
-    for index, (a, b) in enumerate(pieces):
+
+    def segment(index: int, rank: int) -> np.ndarray:
+        start = pieces[index][0]
+        low, high = bounds[index][rank]
+        return flat[start + low:start + high]
+
+    def scatter(index: int) -> None:
+        for peer in call.peers():
+            call.send(peer, ("in", index), segment(index, peer))
+
+    scatter(0)
+    for index in range(len(pieces)):
         if index + 1 < len(pieces):
-            call.send_all(peers, ("in", index + 1), flat[slice(*pieces[index + 1])])
-        mine = slice(*bounds[index][group.rank])
+            scatter(index + 1)
+        mine = segment(index, group.rank)
         total = None
         for peer in range(group.size):
-            with _own_or_lent(call, peer, ("in", index), flat[a:b]) as chunk:
+            with _own_or_lent(call, peer, ("in", index), mine) as part:
                 if total is None:
-                    total = chunk[mine].copy()
+                    total = part.copy()
                 else:
-                    algorithms.combine(op, total, chunk[mine])
+                    algorithms.combine(op, total, part)
         algorithms.finish(op, total, group.size)
-        call.send_all(peers, ("out", index), total, keep=True)
-        flat[a:b][mine] = total
+        call.send_all(call.peers(), ("out", index), total, keep=True)
+        mine[...] = total
         if index:
-            _copy_in_results(call, flat[slice(*pieces[index - 1])], index - 1,
-                             bounds[index - 1])
-    _copy_in_results(call, flat[slice(*pieces[-1])], len(pieces) - 1, bounds[-1])
+            _copy_in_results(call, index - 1, segment)
+    _copy_in_results(call, len(pieces) - 1, segment)
 
 
-def _copy_in_results(call: Call, chunk: np.ndarray, index: int, bounds: list) -> None:
+def _copy_in_results(call: Call, index: int, segment: Callable[[int, int], np.ndarray]
+                     ) -> None:
     """Every peer's reduced segment of chunk `index`, copied into place."""
     for peer in call.peers():
-        with call.lend(peer, ("out", index)) as segment:
-            chunk[slice(*bounds[peer])] = segment
+        with call.lend(peer, ("out", index)) as result:
+            segment(index, peer)[...] = result
 
 
 def _own_or_lent(call: Call, peer: int, phase: Any, own: np.ndarray) -> ContextManager[Any]:

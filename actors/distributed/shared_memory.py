@@ -20,6 +20,7 @@ import mmap
 import os
 import secrets
 import threading
+import weakref
 from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 import numpy as np
@@ -161,7 +162,8 @@ class SharedRegions:
         self._peers: Set[int] = set()
         self._lock = threading.Lock()
         self._own: Optional[Region] = None
-        self._own_fd = -1
+        self._own_fd = -1  # the descriptor peers open, closed by `_close_fd`
+        self._close_fd: Optional[weakref.finalize] = None
         self._nonce = b""
         self._mapped: Dict[int, bool] = {}  # peer -> whether it maps our region
         self._incoming: Dict[int, Region] = {}
@@ -196,6 +198,7 @@ class SharedRegions:
     def _offer(self, rank: int, share: Share) -> bool:
         if self._own is None:
             self._own, self._own_fd, self._nonce = Region.create(self._world)
+            self._close_fd = weakref.finalize(self, os.close, self._own_fd)
         try:
             share(rank, RegionOffer(self.rank, os.getpid(), self._own_fd, self._world,
                                     self._nonce))
@@ -231,9 +234,8 @@ class SharedRegions:
         with self._lock:
             self._closed = True
             own, self._own = self._own, None
-            if self._own_fd >= 0:
-                os.close(self._own_fd)
-                self._own_fd = -1
+            if self._close_fd is not None:
+                self._close_fd()
         if own is not None:
             own.close()
         for region in self._incoming.values():
