@@ -37,8 +37,9 @@ def _on_one_host(call: Call) -> bool:
 
 def _one_host_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> None:
     """Chunk by chunk: every rank writes segment r of its chunk for group rank r, which
-    reduces the segments, reading every rank's in group-rank order straight from
-    shared memory, and writes the result once for all the others to copy in.
+    reduces the others' segments into its own, in group-rank order, reading them
+    straight from shared memory, and writes the result once for all the others to
+    copy in.
 
     Two hops whatever the group size, against the ring's 2 × (size - 1), and every
     byte written is one a peer needs. Each rank writes the next chunk's segments
@@ -64,16 +65,11 @@ def _one_host_all_reduce(call: Call, flat: np.ndarray, op: ReduceOp) -> None:
         if index + 1 < len(pieces):
             scatter(index + 1)
         mine = segment(index, group.rank)
-        total = None
-        for peer in range(group.size):
-            with _own_or_lent(call, peer, ("in", index), mine) as part:
-                if total is None:
-                    total = part.copy()
-                else:
-                    algorithms.combine(op, total, part)
-        algorithms.finish(op, total, group.size)
-        call.send_all(call.peers(), ("out", index), total, keep=True)
-        mine[...] = total
+        for peer in call.peers():
+            with call.lend(peer, ("in", index)) as part:
+                algorithms.combine(op, mine, part)
+        algorithms.finish(op, mine, group.size)
+        call.send_all(call.peers(), ("out", index), mine)
         if index:
             _copy_in_results(call, index - 1, segment)
     _copy_in_results(call, len(pieces) - 1, segment)
