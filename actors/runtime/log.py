@@ -1,8 +1,10 @@
 """Structured logging for the whole code base: key=value lines by default, JSON on request.
 
-Set ``ACTORGRAD_LOG_FORMAT=json`` for JSON lines and ``ACTORGRAD_LOG_LEVEL`` (debug,
-info, warning, error) for the threshold. An application that configured structlog
-itself keeps its configuration.
+Quiet by default, as torch is: library events below WARNING are dropped, except the
+launcher's progress (`PROGRESS_LOGGERS`: rounds, restarts, workers started and
+stopped). ``ACTORGRAD_LOG_LEVEL`` (debug, info, warning, error) sets one threshold
+for everything instead; ``ACTORGRAD_LOG_FORMAT=json`` gives JSON lines. An
+application that configured structlog itself keeps its configuration.
 """
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ import sys
 import threading
 
 import structlog
+
+LEVEL_VARIABLE = "ACTORGRAD_LOG_LEVEL"
+# Whose info events are shown without a level set: what the launcher is doing.
+PROGRESS_LOGGERS = ("actors.launch",)
 
 _configured = False
 _lock = threading.Lock()
@@ -24,8 +30,9 @@ def configure() -> None:
         if _configured or structlog.is_configured():
             _configured = True
             return
-        level_name = os.environ.get("ACTORGRAD_LOG_LEVEL", "info").upper()
-        level = getattr(logging, level_name, logging.INFO)
+        level_name = os.environ.get(LEVEL_VARIABLE, "").upper()
+        level = getattr(logging, level_name, None) if level_name else None
+        quiet = [] if isinstance(level, int) else [_drop_quiet_events]
         if os.environ.get("ACTORGRAD_LOG_FORMAT", "").lower() == "json":
             renderer = structlog.processors.JSONRenderer()
         else:
@@ -34,12 +41,14 @@ def configure() -> None:
             )
         structlog.configure(
             processors=[
+                *quiet,
                 structlog.processors.add_log_level,
                 structlog.processors.TimeStamper(fmt="iso", utc=True),
                 structlog.processors.format_exc_info,
                 renderer,
             ],
-            wrapper_class=structlog.make_filtering_bound_logger(level),
+            wrapper_class=structlog.make_filtering_bound_logger(
+                level if isinstance(level, int) else logging.INFO),
             logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
             cache_logger_on_first_use=True,
         )
@@ -50,3 +59,10 @@ def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
     """A structlog logger bound to `name`, with the default pipeline installed."""
     configure()
     return structlog.get_logger(name).bind(logger=name)
+
+
+def _drop_quiet_events(logger: object, method: str, event: dict) -> dict:
+    if method in ("debug", "info") and not str(event.get("logger", "")).startswith(
+            PROGRESS_LOGGERS):
+        raise structlog.DropEvent
+    return event

@@ -95,8 +95,8 @@ class StateHolder:
             if not dead:
                 break
             remove_nodes(self.state, self._settings, dead)
-            log.info("rendezvous_nodes_removed", run_id=self._settings.run_id,
-                     nodes=[str(n) for n in dead], **self.state.summary())
+            log.warning("rendezvous_nodes_removed", run_id=self._settings.run_id,
+                        nodes=[str(n) for n in dead], **self.state.summary())
             self._dirty = True
             self._exchange()
         return has_set

@@ -1,0 +1,60 @@
+"""Quiet by default, as torch is: library events below WARNING show only on request."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.subprocesses import ROOT
+
+pytestmark = pytest.mark.timeout(120)
+
+LIBRARY_USE = """
+import actors
+from actors.runtime.log import get_logger
+from store import TCPStore
+store = TCPStore("127.0.0.1", 0, world_size=1, is_master=True)
+store.set("k", b"v")
+store.close()
+actor = actors.Actor("tcp://127.0.0.1:0", name="a").start()
+actor.stop()
+get_logger("actors.runtime.actor").warning("something_worth_a_warning")
+"""
+
+
+def _run(code: str, **env: str) -> str:
+    base = {k: v for k, v in os.environ.items() if k != "ACTORGRAD_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**base, **env},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stderr
+
+
+def _levels(output: str) -> set:
+    return set(re.findall(r"level='(\w+)'", output))
+
+
+def test_library_info_events_are_hidden_by_default_as_torch_shows_only_warnings():
+    output = _run(LIBRARY_USE)
+    assert _levels(output) == {"warning"}, output
+    assert "something_worth_a_warning" in output
+
+
+def test_ACTORGRAD_LOG_LEVEL_info_shows_the_lifecycle_events():
+    output = _run(LIBRARY_USE, ACTORGRAD_LOG_LEVEL="info")
+    assert "event='actor_started'" in output and "event='actor_stopped'" in output
+
+
+def test_the_launcher_reports_its_rounds_by_default_as_torchrun_does(tmp_path):
+    script = tmp_path / "worker.py"
+    script.write_text("import actors\nactors.init_rpc()\nactors.shutdown()\nprint('done')\n")
+    base = {k: v for k, v in os.environ.items() if k != "ACTORGRAD_LOG_LEVEL"}
+    done = subprocess.run([sys.executable, "-m", "actors.launch", "--nproc-per-node", "2",
+                           str(script)], cwd=ROOT, env={**base, "PYTHONPATH": str(ROOT)},
+                          capture_output=True, text=True, timeout=90)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert "event='agent_round_started'" in output
+    infos = [line for line in output.splitlines() if "level='info'" in line]
+    assert infos and all("logger='actors.launch" in line for line in infos), infos
