@@ -21,7 +21,7 @@ _EXPORTS = {
         "get_worker_info", "async_execution", "RpcHook", "RpcEnvelope", "register_hook",
         "unregister_hook", "RpcError", "RpcInitError", "RpcNotInitializedError", "RRefError",
         "WorkerLostError", "register_service", "call_service", "call_service_async",
-        "notify_service", "run_on_pool")},
+        "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT")},
 }
 
 __all__ = sorted(_EXPORTS)

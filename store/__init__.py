@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from store.base import Store
 from store.errors import (
+    DistError,
+    DistNetworkError,
+    DistStoreError,
     QueueEmptyError,
     RendezvousHandlerError,
     StoreConnectionError,
@@ -28,6 +31,9 @@ __all__ = [
     "register_rendezvous_handler",
     "StoreError",
     "StoreTimeoutError",
+    "DistError",
+    "DistStoreError",
+    "DistNetworkError",
     "StoreConnectionError",
     "QueueEmptyError",
     "RendezvousHandlerError",

@@ -2,11 +2,23 @@
 from __future__ import annotations
 
 
-class StoreError(RuntimeError):
+class DistError(RuntimeError):
+    """Base class of every failure of the distributed packages (torch's `DistError`)."""
+
+
+class StoreError(DistError):
     """Base class of every store failure."""
 
 
-class StoreTimeoutError(StoreError, TimeoutError):
+class DistStoreError(StoreError):
+    """A store operation failed (torch's name: what a timed-out `get` or `wait` raises)."""
+
+
+class DistNetworkError(StoreError):
+    """A store could not be reached (torch's name)."""
+
+
+class StoreTimeoutError(DistStoreError, TimeoutError):
     """A blocking store operation did not complete within its timeout."""
 
     def __init__(self, operation: str, keys, timeout: float, detail: str = ""):
@@ -21,7 +33,7 @@ class StoreTimeoutError(StoreError, TimeoutError):
         return type(self), (self.operation, self.keys, self.timeout, self.detail)
 
 
-class StoreConnectionError(StoreError, ConnectionError):
+class StoreConnectionError(DistNetworkError, ConnectionError):
     """The store server could not be reached, or went away."""
 
 

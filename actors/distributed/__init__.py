@@ -10,7 +10,8 @@ from .api import (all_gather, all_gather_into_tensor, all_gather_object, all_red
                   get_global_rank, get_group_rank, get_rank, get_world_size, irecv, isend,
                   monitored_barrier, recv, reduce, reduce_scatter, reduce_scatter_tensor,
                   scatter, send)
-from .errors import CollectiveMismatchError, CollectiveTimeoutError, DistError, RankLostError
+from .errors import (CollectiveMismatchError, CollectiveTimeoutError, DistBackendError,
+                     DistError, DistNetworkError, DistStoreError, RankLostError)
 from .group import ProcessGroup, Work
 from .world import destroy_process_group, init_process_group, is_initialized, new_group
 
@@ -21,5 +22,6 @@ __all__ = [
     "all_gather_into_tensor", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
     "all_to_all", "barrier", "monitored_barrier", "all_gather_object",
     "broadcast_object_list", "send", "recv", "isend", "irecv", "DistError", "RankLostError",
-    "CollectiveMismatchError", "CollectiveTimeoutError",
+    "CollectiveMismatchError", "CollectiveTimeoutError", "DistBackendError", "DistStoreError",
+    "DistNetworkError",
 ]

@@ -1,15 +1,20 @@
-"""Errors of process groups and collectives; an error that names a rank writes `rank N`."""
+"""Errors of process groups and collectives; an error that names a rank writes `rank N`.
+
+`DistError` (from the stores' errors, their common base) is also what a group used
+in a way its state does not allow raises: uninitialized, destroyed, a rank outside it.
+"""
 from __future__ import annotations
 
 from typing import Iterable
 
-
-class DistError(RuntimeError):
-    """A process group is used in a way its state does not allow (uninitialized,
-    destroyed, a rank outside the group)."""
+from store.errors import DistError, DistNetworkError, DistStoreError  # noqa: F401 - torch's names
 
 
-class RankLostError(ConnectionError):
+class DistBackendError(DistError):
+    """A collective could not complete (torch's name)."""
+
+
+class RankLostError(DistBackendError, ConnectionError):
     """A rank of the group died, hung or left: the group is broken from then on."""
 
     def __init__(self, ranks: Iterable[int], reason: str):
@@ -26,5 +31,5 @@ class CollectiveMismatchError(ValueError):
     """Two ranks made different calls at the same step of a group's collective sequence."""
 
 
-class CollectiveTimeoutError(DistError, TimeoutError):
+class CollectiveTimeoutError(DistBackendError, TimeoutError):
     """A collective did not complete within the group's timeout."""

@@ -8,11 +8,12 @@ from .hooks import RpcEnvelope, RpcHook, register_hook, unregister_hook
 from .rref import RRef
 from .services import (call_service, call_service_async, notify_service, register_service,
                        run_on_pool)
+from .timeouts import UNSET_RPC_TIMEOUT
 
 __all__ = [
     "RRef", "RRefError", "RpcEnvelope", "RpcError", "RpcHook", "RpcInitError",
     "RpcNotInitializedError", "WorkerInfo", "WorkerLostError", "async_execution",
     "get_worker_info", "init_rpc", "register_hook", "remote", "rpc_async", "rpc_sync",
     "shutdown", "unregister_hook", "register_service", "call_service", "call_service_async",
-    "notify_service", "run_on_pool",
+    "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT",
 ]

@@ -17,6 +17,7 @@ from .agent import RpcAgent
 from .directory import Destination, WorkerInfo
 from .errors import RpcError
 from .rref import RRef, create_remote
+from .timeouts import call_timeout
 
 log = get_logger(__name__)
 
@@ -101,23 +102,25 @@ def rpc_async(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[
               timeout: Timeout = None) -> Future:
     """Run `fn(*args, **kwargs)` on `to`; a Future of its value.
 
-    `timeout` in seconds (default: init_rpc's; 0: none). A dead worker fails the
-    future with WorkerLostError (a ConnectionError); a remote exception is raised
-    again with its type and `remote_traceback`.
+    `timeout` in seconds or a timedelta; None or negative (`UNSET_RPC_TIMEOUT`, as in
+    torch) is init_rpc's, 0 none. A dead worker fails the future with WorkerLostError
+    (a ConnectionError and a RuntimeError); a timeout raises a TimeoutError that is a
+    RuntimeError too; a remote exception is raised again with its type and
+    `remote_traceback`.
     """
-    return state.current_agent().call(to, fn, args, kwargs or {}, _seconds(timeout))
+    return state.current_agent().call(to, fn, args, kwargs or {}, call_timeout(timeout))
 
 
 def rpc_sync(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
              timeout: Timeout = None) -> Any:
     """Run `fn(*args, **kwargs)` on `to` and return its value (see rpc_async)."""
-    return state.current_agent().call_sync(to, fn, args, kwargs or {}, _seconds(timeout))
+    return state.current_agent().call_sync(to, fn, args, kwargs or {}, call_timeout(timeout))
 
 
 def remote(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
            timeout: Timeout = None) -> RRef:
     """Run `fn(*args, **kwargs)` on `to`, which keeps the value; an RRef to it."""
-    return create_remote(to, fn, args, kwargs or {}, _seconds(timeout))
+    return create_remote(to, fn, args, kwargs or {}, call_timeout(timeout))
 
 
 def async_execution(fn: Callable) -> Callable:
@@ -134,5 +137,3 @@ def async_execution(fn: Callable) -> Callable:
     return wrapper
 
 
-def _seconds(timeout: Timeout) -> Optional[float]:
-    return None if timeout is None else to_seconds(timeout, "timeout")

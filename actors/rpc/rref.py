@@ -10,11 +10,11 @@ from typing import Any, Callable, Optional
 
 from actors.runtime import Future
 from actors.runtime.futures import completed
-from store.base import to_seconds
 
 from .directory import Destination, WorkerInfo
 from .errors import RRefError
 from .state import agent_or_none, current_agent
+from .timeouts import call_timeout
 
 
 class RRef:
@@ -73,6 +73,7 @@ class RRef:
 
     def to_here(self, timeout: Optional[float] = None) -> Any:
         """A copy of the value, fetched from the owner (`timeout` as for rpc_sync)."""
+        timeout = call_timeout(timeout)
         if self.is_owner():
             return self._agent.owners.value(self._rref_id).wait(timeout or None)
         return self._agent.call(self._owner, _fetch, (self._rref_id,), {}, timeout).wait()
@@ -121,7 +122,7 @@ class _Proxy:
 
     def __init__(self, rref: RRef, mode: str, timeout: Any):
         self._rref, self._mode = rref, mode
-        self._timeout = None if timeout is None else to_seconds(timeout, "timeout")
+        self._timeout = call_timeout(timeout)
 
     def __getattr__(self, method: str):
         def invoke(*args: Any, **kwargs: Any) -> Any:

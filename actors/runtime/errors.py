@@ -20,8 +20,10 @@ class UnknownKindError(ProtocolError):
     """A message names a kind that the receiving actor has no handler for."""
 
 
-class PeerLostError(ConnectionError):
-    """The peer at `address` went away (or could not be reached) while a request was pending."""
+class PeerLostError(ConnectionError, RuntimeError):
+    """The peer at `address` went away (or could not be reached) while a request was pending.
+
+    A RuntimeError too, as torch raises for a lost RPC peer."""
 
     def __init__(self, address: str, reason: str = "connection lost"):
         self.address = address
@@ -32,8 +34,9 @@ class PeerLostError(ConnectionError):
         return type(self), (self.address, self.reason)
 
 
-class RequestTimeoutError(TimeoutError):
-    """A request got no reply within its timeout."""
+class RequestTimeoutError(TimeoutError, RuntimeError):
+    """A request got no reply within its timeout (a RuntimeError too, as torch's RPC
+    timeouts are)."""
 
 
 class AddressInUseError(OSError):

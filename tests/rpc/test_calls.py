@@ -54,14 +54,25 @@ def test_an_exception_that_cannot_be_rebuilt_arrives_as_remote_error(world):
     assert "raise_unpicklable" in info.value.remote_traceback
 
 
-def test_a_call_past_its_timeout_fails_with_a_timeout_error(world):
+def test_a_call_past_its_timeout_fails_with_a_timeout_error_that_is_a_runtime_error_as_in_torch(
+        world):
     with pytest.raises(RequestTimeoutError) as info:
         actors.rpc_sync("worker1", workers.sleep_then, args=(2, "late"), timeout=0.2)
-    assert isinstance(info.value, TimeoutError)
+    assert isinstance(info.value, TimeoutError) and isinstance(info.value, RuntimeError)
 
 
 def test_timeout_zero_means_no_timeout(world):
     assert actors.rpc_sync("worker1", workers.sleep_then, args=(0.3, "ok"), timeout=0) == "ok"
+
+
+@pytest.mark.parametrize("timeout", [-1, actors.UNSET_RPC_TIMEOUT, None])
+def test_a_negative_timeout_means_the_default_as_torchs_unset_rpc_timeout(world, timeout):
+    assert actors.rpc_sync("worker1", workers.sleep_then, args=(0.3, "ok"),
+                           timeout=timeout) == "ok"
+    assert actors.rpc_async("worker1", workers.sleep_then, args=(0.3, "ok"),
+                            timeout=timeout).wait(10) == "ok"
+    rref = actors.remote("worker1", workers.sleep_then, args=(0.0, "kept"), timeout=timeout)
+    assert rref.to_here(timeout=timeout) == "kept"
 
 
 @pytest.mark.parametrize("to", ["nobody", 7, -1])

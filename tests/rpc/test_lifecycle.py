@@ -12,7 +12,7 @@ from tests.rpc.conftest import ctx, rpc_world
 pytestmark = pytest.mark.timeout(120)
 
 
-def test_a_dead_worker_fails_pending_calls_promptly_and_the_others_keep_working():
+def test_a_dead_worker_fails_pending_calls_promptly_with_a_runtime_error_as_in_torch():
     with rpc_world(3) as procs:
         pending = actors.rpc_async("worker2", workers.hang, timeout=60)
         assert actors.rpc_sync("worker2", workers.add, args=(1, 1)) == 2  # it is serving
@@ -22,6 +22,7 @@ def test_a_dead_worker_fails_pending_calls_promptly_and_the_others_keep_working(
             pending.wait(10)
         assert time.monotonic() - started < 5
         assert isinstance(info.value, ConnectionError)
+        assert isinstance(info.value, RuntimeError)  # what torch scripts catch
         started = time.monotonic()
         with pytest.raises(WorkerLostError, match="worker2"):
             actors.rpc_sync("worker2", workers.add, args=(1, 1))

@@ -65,6 +65,16 @@ def test_get_of_a_missing_key_times_out_naming_key_and_timeout(store):
         store.get("missing")
 
 
+def test_a_timed_out_get_is_caught_by_torchs_name_dist_store_error(store):
+    import actors.distributed as dist
+    import store as stores
+
+    store.set_timeout(SHORT)
+    for name in (stores.DistStoreError, dist.DistStoreError, dist.DistError, RuntimeError):
+        with pytest.raises(name):
+            store.get("missing")
+
+
 def test_set_timeout_accepts_a_timedelta(store):
     store.set_timeout(timedelta(milliseconds=200))
     assert store.timeout == pytest.approx(SHORT)

@@ -74,11 +74,14 @@ def test_wait_for_workers_times_out_saying_how_many_joined_of_how_many():
     assert time.monotonic() - started < 5
 
 
-def test_an_unreachable_server_is_a_connection_error_within_the_timeout():
+def test_an_unreachable_server_is_a_connection_error_and_torchs_dist_network_error():
+    from store import DistNetworkError
+
     started = time.monotonic()
-    with pytest.raises(StoreConnectionError, match="unreachable"):
+    with pytest.raises(StoreConnectionError, match="unreachable") as info:
         TCPStore("127.0.0.1", free_port(), timeout=0.5)
     assert time.monotonic() - started < 5
+    assert isinstance(info.value, (ConnectionError)) and isinstance(info.value, DistNetworkError)
 
 
 def test_a_killed_server_makes_clients_fail_fast_with_a_connection_error(server_process):
