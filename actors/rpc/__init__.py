@@ -1,10 +1,11 @@
 """RPC services on actors: init_rpc, rpc_sync, rpc_async, remote, RRef, shutdown."""
-from .api import (async_execution, get_worker_info, init_rpc, remote, rpc_async, rpc_sync,
-                  shutdown)
+from .api import (async_execution, get_rpc_timeout, get_worker_info, init_rpc, is_available,
+                  remote, rpc_async, rpc_sync, shutdown)
 from .directory import WorkerInfo
 from .errors import (RpcError, RpcInitError, RpcNotInitializedError, RRefError,
                      WorkerLostError)
 from .hooks import RpcEnvelope, RpcHook, register_hook, unregister_hook
+from .options import BackendType, TensorPipeRpcBackendOptions
 from .rref import RRef
 from .services import (call_service, call_service_async, notify_service, register_service,
                        run_on_pool)
@@ -15,5 +16,6 @@ __all__ = [
     "RpcNotInitializedError", "WorkerInfo", "WorkerLostError", "async_execution",
     "get_worker_info", "init_rpc", "register_hook", "remote", "rpc_async", "rpc_sync",
     "shutdown", "unregister_hook", "register_service", "call_service", "call_service_async",
-    "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT",
+    "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT", "BackendType",
+    "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available",
 ]

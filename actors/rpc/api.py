@@ -17,6 +17,7 @@ from .agent import RpcAgent
 from .directory import Destination, WorkerInfo
 from .errors import RpcError
 from .rref import RRef, create_remote
+from .options import TensorPipeRpcBackendOptions, check_backend
 from .timeouts import call_timeout
 
 log = get_logger(__name__)
@@ -26,8 +27,14 @@ Timeout = Union[float, int, timedelta, None]
 
 def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[int] = None,
              init_method: Optional[str] = None, store: Optional[Store] = None,
-             timeout: Timeout = 60.0, num_worker_threads: int = 16) -> None:
+             timeout: Timeout = 60.0, num_worker_threads: int = 16, *,
+             backend: Any = None,
+             rpc_backend_options: Optional[TensorPipeRpcBackendOptions] = None) -> None:
     """Join an RPC world of `world_size` workers as `name` with `rank`.
+
+    torch's keywords work too: `backend` (`BackendType.TENSORPIPE`, the one there is)
+    and `rpc_backend_options`, whose `rpc_timeout`, `num_worker_threads` and
+    `init_method` take the place of `timeout`, `num_worker_threads` and `init_method`.
 
     Workers find each other through `store`, or through the store that `init_method`
     (default ``env://``) yields. Rank and world size default to the ``RANK`` and
@@ -39,6 +46,11 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
     """
     if state.agent_or_none() is not None:
         raise RpcError("RPC is already initialized in this process; call shutdown() first")
+    check_backend(backend)
+    if rpc_backend_options is not None:
+        timeout = rpc_backend_options.rpc_timeout
+        num_worker_threads = rpc_backend_options.num_worker_threads
+        init_method = init_method or rpc_backend_options.init_method
     keep_freed_memory()
     seconds = to_seconds(timeout, "timeout")
     if rank == -1 and "RANK" in os.environ:
@@ -92,13 +104,26 @@ def shutdown(graceful: bool = True, timeout: Timeout = None) -> None:
             agent.owned_store.close()
 
 
-def get_worker_info(name: Optional[str] = None) -> WorkerInfo:
-    """The WorkerInfo of worker `name`, or of this worker."""
+def get_worker_info(name: Optional[str] = None, *, worker_name: Optional[str] = None
+                    ) -> WorkerInfo:
+    """The WorkerInfo of worker `name` (torch's keyword: `worker_name`), or of this worker."""
     agent = state.current_agent()
+    name = worker_name if name is None else name
     return agent.info if name is None else agent.directory.resolve(name)
 
 
-def rpc_async(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
+def get_rpc_timeout() -> float:
+    """The world's default call timeout in seconds (0: none), as set at init_rpc."""
+    return state.current_agent().timeout or 0.0
+
+
+def is_available() -> bool:
+    """Whether RPC can be used in this build (always: torch's name)."""
+    return True
+
+
+def rpc_async(to: Destination, fn: Callable, args: Optional[tuple] = (),
+              kwargs: Optional[dict] = None,
               timeout: Timeout = None) -> Future:
     """Run `fn(*args, **kwargs)` on `to`; a Future of its value.
 
@@ -108,19 +133,23 @@ def rpc_async(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[
     RuntimeError too; a remote exception is raised again with its type and
     `remote_traceback`.
     """
-    return state.current_agent().call(to, fn, args, kwargs or {}, call_timeout(timeout))
+    return state.current_agent().call(to, fn, tuple(args or ()), kwargs or {},
+                                      call_timeout(timeout))
 
 
-def rpc_sync(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
+def rpc_sync(to: Destination, fn: Callable, args: Optional[tuple] = (),
+             kwargs: Optional[dict] = None,
              timeout: Timeout = None) -> Any:
     """Run `fn(*args, **kwargs)` on `to` and return its value (see rpc_async)."""
-    return state.current_agent().call_sync(to, fn, args, kwargs or {}, call_timeout(timeout))
+    return state.current_agent().call_sync(to, fn, tuple(args or ()), kwargs or {},
+                                           call_timeout(timeout))
 
 
-def remote(to: Destination, fn: Callable, args: tuple = (), kwargs: Optional[dict] = None,
+def remote(to: Destination, fn: Callable, args: Optional[tuple] = (),
+           kwargs: Optional[dict] = None,
            timeout: Timeout = None) -> RRef:
     """Run `fn(*args, **kwargs)` on `to`, which keeps the value; an RRef to it."""
-    return create_remote(to, fn, args, kwargs or {}, call_timeout(timeout))
+    return create_remote(to, fn, tuple(args or ()), kwargs or {}, call_timeout(timeout))
 
 
 def async_execution(fn: Callable) -> Callable:

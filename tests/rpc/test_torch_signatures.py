@@ -1,0 +1,35 @@
+"""init_rpc and friends called the way torch scripts call them."""
+import os
+
+import pytest
+
+import actors
+from tests.net import free_port
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_init_rpc_takes_torchs_backend_and_options_keywords_and_args_none():
+    options = actors.TensorPipeRpcBackendOptions(
+        num_worker_threads=2, rpc_timeout=7, init_method=f"tcp://127.0.0.1:{free_port()}")
+    actors.init_rpc("solo", backend=actors.BackendType.TENSORPIPE, rank=0, world_size=1,
+                    rpc_backend_options=options)
+    try:
+        assert actors.get_rpc_timeout() == 7.0
+        assert actors.is_available()
+        assert actors.get_worker_info(worker_name="solo") == actors.WorkerInfo("solo", 0)
+        assert actors.rpc_sync("solo", os.getpid, args=None) == os.getpid()
+        assert actors.rpc_async("solo", os.getpid, args=None, kwargs=None).wait(10) == os.getpid()
+        assert actors.remote("solo", os.getpid, args=None).to_here() == os.getpid()
+    finally:
+        actors.shutdown()
+
+
+def test_an_unknown_backend_is_refused_as_torch_refuses_it():
+    with pytest.raises(ValueError, match="unknown RPC backend 'NCCL'"):
+        actors.init_rpc("x", rank=0, world_size=1, backend="NCCL")
+
+
+def test_device_maps_are_refused_on_a_cpu_only_world():
+    with pytest.raises(ValueError, match="CPUs only"):
+        actors.TensorPipeRpcBackendOptions(device_maps={"w1": {0: 1}})
