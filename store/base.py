@@ -1,13 +1,14 @@
 """The `Store` contract shared by every store, and the argument checks they all apply.
 
-Keys are `str`; values are `bytes` or `str` (str is stored UTF-8 encoded); `get`
-returns `bytes`. Every timeout accepts float seconds or a `timedelta`.
+Keys are `str` (`bytes` keys are taken as UTF-8, as torch takes them); values are
+`bytes` or `str` (str is stored UTF-8 encoded); `get` returns `bytes`. Every timeout
+accepts float seconds or a `timedelta`.
 """
 from __future__ import annotations
 
 import abc
 from datetime import timedelta
-from typing import Callable, Iterable, Optional, Sequence, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Union
 
 Timeout = Union[float, int, timedelta]
 Value = Union[bytes, bytearray, memoryview, str]
@@ -30,6 +31,11 @@ def to_seconds(timeout: Optional[Timeout], name: str = "timeout") -> Optional[fl
 
 
 def check_key(key: object, name: str = "key") -> str:
+    if isinstance(key, bytes):
+        try:
+            return key.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TypeError(f"{name} must be str or UTF-8 bytes, got {key!r}") from None
     if not isinstance(key, str):
         raise TypeError(f"{name} must be str, got {type(key).__name__}")
     return key
@@ -110,6 +116,18 @@ class Store(abc.ABC):
     @abc.abstractmethod
     def num_keys(self) -> int:
         """Number of user keys (queues and internal bookkeeping keys excluded)."""
+
+    @abc.abstractmethod
+    def list_keys(self) -> List[str]:
+        """The user keys, sorted (queues and internal bookkeeping keys excluded)."""
+
+    @abc.abstractmethod
+    def clone(self) -> "Store":
+        """Another handle on the same data, for another thread (torch's `clone`)."""
+
+    def has_extended_api(self) -> bool:
+        """Whether append, multi_get/multi_set, queues and the rest are there: always."""
+        return True
 
     @abc.abstractmethod
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:

@@ -191,6 +191,10 @@ class FileStore(KeySpaceStore):
     def path(self) -> str:
         return self._path
 
+    def clone(self) -> "FileStore":
+        """Another instance on the same file (counted as one more user, as in torch)."""
+        return FileStore(self._path, self._world_size, self.timeout)
+
     @property
     def world_size(self) -> int:
         return self._world_size

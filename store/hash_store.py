@@ -30,6 +30,11 @@ class HashStore(KeySpaceStore):
         self._keys.on_queue_push = self._on_queue_push
         self._closed = False
 
+    def clone(self) -> "HashStore":
+        """The store itself, as torch's `HashStore.clone` (one lock already serves every
+        thread); closing either closes both."""
+        return self
+
     # Both hooks run with self._cond held, inside the KeySpace operation.
     def _on_change(self, key: str, old: Optional[bytes], new: Optional[bytes]) -> None:
         self._cond.notify_all()

@@ -139,6 +139,10 @@ class KeySpace:
         """Number of plain user keys: internal keys and queues are not counted."""
         return len(self._data) - self._internal
 
+    def list_keys(self) -> List[str]:
+        """The plain user keys, sorted."""
+        return sorted(k for k in self._data if not k.startswith(INTERNAL_PREFIX))
+
     def multi_set(self, keys: Sequence[str], values: Sequence[bytes]) -> None:
         """Set each key in order (the caller has checked the lengths match)."""
         for key, value in zip(keys, values):
@@ -247,6 +251,9 @@ class KeySpaceStore(Store):
 
     def num_keys(self) -> int:
         return self._apply(lambda ks: ks.num_keys(), False)
+
+    def list_keys(self) -> List[str]:
+        return self._apply(lambda ks: ks.list_keys(), False)
 
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
         keys = check_keys(keys)

@@ -100,6 +100,14 @@ class PrefixStore(Store):
     def num_keys(self) -> int:
         return self._store.num_keys()
 
+    def list_keys(self) -> List[str]:
+        """The keys under this prefix, without it (unlike `num_keys`)."""
+        head = f"{self._prefix}/"
+        return [k[len(head):] for k in self._store.list_keys() if k.startswith(head)]
+
+    def clone(self) -> "PrefixStore":
+        return PrefixStore(self._prefix, self._store.clone())
+
     @_translate_timeouts
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
         self._store.wait(self._keys(keys), timeout)

@@ -91,6 +91,7 @@ class StoreService:
             Kind.STORE_DELETE_KEY: lambda p: self._space.delete(_key(p)),
             Kind.STORE_CHECK: lambda p: self._space.check(_keys(p)),
             Kind.STORE_NUM_KEYS: lambda p: self._space.num_keys(),
+            Kind.STORE_LIST_KEYS: lambda p: self._space.list_keys(),
             Kind.STORE_WAIT: self._wait,
             Kind.STORE_MULTI_GET: self._multi_get,
             Kind.STORE_MULTI_SET: self._multi_set,

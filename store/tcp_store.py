@@ -48,12 +48,18 @@ class TCPStore(Store):
     (itself included) have joined and raises StoreTimeoutError saying how many did.
     A port already in use raises AddressInUseError (an OSError), unless `multi_tenant`
     and this process already serves it: then the master joins that server.
+    `use_libuv` is accepted and ignored (torch's choice of server loop); a
+    `master_listen_fd` is refused with ValueError.
     """
 
     def __init__(self, host_name: str, port: int, world_size: Optional[int] = None,
                  is_master: bool = False, timeout: Timeout = timedelta(seconds=300),
-                 wait_for_workers: bool = True, multi_tenant: bool = False):
+                 wait_for_workers: bool = True, multi_tenant: bool = False,
+                 use_libuv: bool = True, master_listen_fd: Optional[int] = None):
         super().__init__(timeout)
+        if master_listen_fd is not None:
+            raise ValueError("master_listen_fd is not supported: the server binds its own "
+                             "socket; pass port=0 for a free one")
         self.host = host_name
         self._server: Optional[StoreServer] = None
         if is_master:
@@ -142,6 +148,14 @@ class TCPStore(Store):
 
     def num_keys(self) -> int:
         return self._call(Kind.STORE_NUM_KEYS, {})
+
+    def list_keys(self) -> List[str]:
+        return self._call(Kind.STORE_LIST_KEYS, {})
+
+    def clone(self) -> "TCPStore":
+        """A new client of the same server (closing it leaves the server running)."""
+        return TCPStore(self.host, self.port, self.world_size, is_master=False,
+                        timeout=self.timeout, wait_for_workers=False)
 
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
         seconds = self._timeout_or_default(timeout)

@@ -74,6 +74,7 @@ class Kind(enum.IntEnum):
     RREF_FORK = 0x0202
     RREF_DELETE = 0x0203
     STORE_SET_EPHEMERAL = 0x0110  # a key deleted when the connection that set it closes
+    STORE_LIST_KEYS = 0x0111  # the user keys, sorted
 
     AUTOGRAD_BACKWARD_STEP = 0x0300  # gradients for send functions of a backward pass
     AUTOGRAD_CONTEXT_RELEASE = 0x0301  # one-way: forget these contexts

@@ -263,7 +263,7 @@ def test_queues_and_plain_keys_are_separate_namespaces(store):
     "call, argument",
     [
         (lambda s: s.set(1, b"v"), "key"),
-        (lambda s: s.get(b"k"), "key"),
+        (lambda s: s.get(bytearray(b"k")), "key"),
         (lambda s: s.add(None, 1), "key"),
         (lambda s: s.compare_set(1, b"", b"v"), "key"),
         (lambda s: s.delete_key(1), "key"),
@@ -378,3 +378,35 @@ def test_a_callback_may_use_the_store(store):
     store.set("w", b"payload")
     assert done.wait(DELIVERY)
     assert store.get("copy") == b"payload"
+
+
+def test_list_keys_gives_the_user_keys_sorted_as_torchs_list_keys(store):
+    store.set("b", b"1")
+    store.add("a", 1)
+    store.queue_push("q", b"x")  # a queue is not a key
+    assert store.list_keys() == ["a", "b"]
+    store.delete_key("a")
+    assert store.list_keys() == ["b"]
+
+
+def test_bytes_keys_are_taken_as_utf8_as_torch_takes_them(store):
+    store.set(b"k\xc3\xa9", b"v")
+    assert store.get("ké") == b"v"
+    assert store.check([b"k\xc3\xa9"])
+    with pytest.raises(TypeError):
+        store.set(b"\xff", b"v")
+
+
+def test_a_clone_reaches_the_same_data_as_torchs_clone(store):
+    clone = store.clone()
+    try:
+        clone.set("from_clone", b"1")
+        assert store.get("from_clone") == b"1"
+        store.set("from_store", b"2")
+        assert clone.get("from_store") == b"2"
+        assert store.has_extended_api() and clone.has_extended_api()
+    finally:
+        if clone is not store:
+            clone.close()
+    store.set("after", b"3")  # closing the clone left the original open
+    assert store.get("after") == b"3"

@@ -188,3 +188,13 @@ def test_a_client_without_pickle_talks_to_the_store_in_json(server_process):
     finally:
         sock.close(0)
         zctx.term()
+
+
+def test_torchs_use_libuv_is_accepted_and_a_listen_fd_refused():
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=False)
+    try:
+        assert TCPStore("127.0.0.1", server.port, use_libuv=True).check([]) is True
+    finally:
+        server.close()
+    with pytest.raises(ValueError, match="master_listen_fd"):
+        TCPStore("127.0.0.1", 0, is_master=True, master_listen_fd=3)
