@@ -20,12 +20,10 @@ from actors.launch.workers import GroupState, WorkerFailure, WorkerGroup
 from actors.runtime.log import get_logger
 from store.base import Store
 from store.errors import StoreError
-from store.elastic import (DynamicRendezvousHandler, RendezvousError, RendezvousTimeout,
-                           StoreRendezvousBackend)
+from store.elastic import (DynamicRendezvousHandler, RendezvousError, RendezvousStoreInfo,
+                           RendezvousTimeout, StoreRendezvousBackend)
 
 log = get_logger(__name__)
-
-_MASTER_TIMEOUT = 60.0
 
 
 @dataclass
@@ -106,28 +104,19 @@ class ElasticAgent:
     def _start_round(self) -> None:
         info = self.handler.next_rendezvous()
         self._round_store, self._nodes = info.store, info.world_size
-        addr, port = self._master(info.rank, info.store)
-        envs = self._worker_envs(info.rank, info.world_size, addr, port)
+        master = info.bootstrap_store_info
+        envs = self._worker_envs(info.rank, info.world_size, master)
         python = [sys.executable, "-u"]
         self._group = WorkerGroup.start(python + self._config.entry, envs)
         log.info("agent_round_started", run_id=self._config.run_id, group_rank=info.rank,
                  nodes=info.world_size, restart_count=self.restart_count,
-                 master=f"{addr}:{port}")
+                 master=f"{master.master_addr}:{master.master_port}")
 
-    def _master(self, group_rank: int, round_store: Store):
-        """MASTER_ADDR/PORT: node 0 picks a free port and tells the others via the round store."""
-        if group_rank == 0:
-            port = _free_port(self._config.local_addr)
-            round_store.multi_set(["master_addr", "master_port"],
-                                  [self._config.local_addr, str(port)])
-        round_store.wait(["master_addr", "master_port"], _MASTER_TIMEOUT)
-        addr, port = round_store.multi_get(["master_addr", "master_port"])
-        return addr.decode(), int(port)
-
-    def _worker_envs(self, group_rank: int, nodes: int, addr: str, port: int
+    def _worker_envs(self, group_rank: int, nodes: int, master: RendezvousStoreInfo
                      ) -> List[Dict[str, str]]:
         k = self._config.nproc_per_node
-        base = dict(os.environ, MASTER_ADDR=addr, MASTER_PORT=str(port),
+        base = dict(os.environ, MASTER_ADDR=master.master_addr,
+                    MASTER_PORT=str(master.master_port),
                     WORLD_SIZE=str(nodes * k), LOCAL_WORLD_SIZE=str(k),
                     GROUP_RANK=str(group_rank), GROUP_WORLD_SIZE=str(nodes),
                     RESTART_COUNT=str(self.restart_count),
@@ -157,10 +146,3 @@ class ElasticAgent:
                 f"{self.restart_count} restart(s) (max {self._config.max_restarts}):\n"
                 + failure.describe())
 
-
-def _free_port(host: str) -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]

@@ -13,8 +13,9 @@ from typing import Optional, Sequence
 
 from actors.launch.agent import ElasticAgent
 from actors.launch.config import LaunchConfig, parse_args
-from actors.runtime import AddressInUseError
 from actors.runtime.log import get_logger
+from store.base import Store
+from store.elastic.registry import open_rendezvous_store
 from store.errors import StoreError
 
 log = get_logger(__name__)
@@ -30,20 +31,16 @@ class SignalReceived(Exception):
         self.signum = signum
 
 
-def open_store(config: LaunchConfig):
-    """Host the rendezvous store if we can bind its endpoint, else connect to its host."""
-    from store.tcp_store import TCPStore
-
+def open_store(config: LaunchConfig) -> Store:
+    """Host the rendezvous store on a free port when standalone, else as `--rdzv-endpoint` says."""
     if config.standalone or config.rdzv_port == 0:
+        from store.tcp_store import TCPStore
+
         store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                          timeout=_STORE_TIMEOUT)
         config.rdzv_port = store.port
         return store
-    try:
-        return TCPStore(config.rdzv_host, config.rdzv_port, is_master=True,
-                        wait_for_workers=False, timeout=_STORE_TIMEOUT)
-    except AddressInUseError:
-        return TCPStore(config.rdzv_host, config.rdzv_port, timeout=_STORE_TIMEOUT)
+    return open_rendezvous_store(config.rdzv_host, config.rdzv_port, _STORE_TIMEOUT)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -6,7 +6,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-DEFAULT_PORT = 29400
+from store.elastic.registry import DEFAULT_PORT, parse_rendezvous_endpoint
+
 
 
 @dataclass
@@ -54,15 +55,13 @@ def parse_nnodes(text: str) -> Tuple[int, int]:
 
 def parse_endpoint(text: str) -> Tuple[str, int]:
     """`HOST[:PORT]` (port defaults to 29400)."""
-    host, _, port = text.rpartition(":") if ":" in text else (text, "", str(DEFAULT_PORT))
     try:
-        number = int(port)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--rdzv-endpoint port must be a number: {text!r}") \
-            from None
-    if not host or not 0 < number < 65536:
+        host, port = parse_rendezvous_endpoint(text, DEFAULT_PORT)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--rdzv-endpoint: {exc}") from None
+    if port == 0:
         raise argparse.ArgumentTypeError(f"--rdzv-endpoint must be HOST:PORT, got {text!r}")
-    return host, number
+    return host, port
 
 
 def parse_conf(text: str) -> Dict[str, float]:

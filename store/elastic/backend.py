@@ -101,3 +101,11 @@ class StoreRendezvousBackend(RendezvousBackend):
         except StoreError as exc:
             raise RendezvousConnectionError(
                 f"the rendezvous store failed on {operation.__name__}: {exc}") from exc
+
+
+class C10dRendezvousBackend(StoreRendezvousBackend):
+    """`StoreRendezvousBackend` under torch's name for it (its handlers report "c10d")."""
+
+    @property
+    def name(self) -> str:
+        return "c10d"

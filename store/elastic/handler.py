@@ -1,20 +1,21 @@
 """`DynamicRendezvousHandler`: the public face of the rendezvous (torch's handler).
 
 It owns this node's identity, the state holder and executor, the liveness key and
-the keep-alive thread, and turns a completed round into `(store, rank, world_size)`
-with a store private to that round.
+the keep-alive thread, and turns a completed round into a `RendezvousInfo` with a
+store private to that round.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, NamedTuple, Optional
+from typing import Callable, Optional
 
 from actors.runtime.log import get_logger
 from store.base import Store
 from store.elastic.backend import RendezvousBackend
 from store.elastic.errors import RendezvousError
 from store.elastic.executor import ChangeSignal, OpExecutor, StateHandler, StateHolder
+from store.elastic.info import RendezvousInfo, RendezvousStoreInfo
 from store.elastic.liveness import NodeLiveness
 from store.elastic.operators import CloseOp, ExitOp, JoinOp, KeepAliveOp
 from store.elastic.settings import (NodeDesc, RendezvousSettings, RendezvousTimeout, Seconds,
@@ -27,12 +28,6 @@ Clock = Callable[[], float]
 _JOIN_THREAD_TIMEOUT = 10.0
 
 
-class RendezvousInfo(NamedTuple):
-    store: Store
-    rank: int
-    world_size: int
-
-
 class DynamicRendezvousHandler:
     """Rounds of rendezvous among between `min_nodes` and `max_nodes` nodes.
 
@@ -42,8 +37,10 @@ class DynamicRendezvousHandler:
 
     def __init__(self, node: NodeDesc, settings: RendezvousSettings, backend_name: str,
                  store: Store, executor: OpExecutor, holder: StateHolder,
-                 liveness: NodeLiveness, peer_lost: ChangeSignal, clock: Clock):
+                 liveness: NodeLiveness, peer_lost: ChangeSignal, clock: Clock,
+                 local_addr: Optional[str] = None):
         self._node = node
+        self._local_addr = local_addr
         self._settings = settings
         self._backend_name = backend_name
         self._store = store
@@ -57,12 +54,16 @@ class DynamicRendezvousHandler:
 
     @classmethod
     def from_backend(cls, run_id: str, store: Store, backend: RendezvousBackend,
-                     min_nodes: int, max_nodes: int,
+                     min_nodes: int, max_nodes: int, local_addr: Optional[str] = None,
                      timeout: Optional[RendezvousTimeout] = None,
                      keep_alive_interval: Seconds = 5, keep_alive_max_attempt: int = 3,
-                     *, local_addr: Optional[str] = None, clock: Clock = time.monotonic,
+                     *, clock: Clock = time.monotonic,
                      wall_clock: Clock = time.time) -> "DynamicRendezvousHandler":
-        """A handler for run `run_id` whose state lives in `backend` and round stores in `store`."""
+        """A handler for run `run_id` whose state lives in `backend` and round stores in `store`.
+
+        The positional order is torch's. `local_addr` names this node (default: the
+        host name) and is the bootstrap address it publishes when it is rank 0.
+        """
         if not isinstance(store, Store):
             raise TypeError(f"store must be a Store, got {type(store).__name__}")
         if not isinstance(backend, RendezvousBackend):
@@ -89,7 +90,7 @@ class DynamicRendezvousHandler:
                  min_nodes=min_nodes, max_nodes=max_nodes, backend=backend.name,
                  liveness_keys=liveness.supported, timeout=repr(settings.timeout))
         return cls(node, settings, backend.name, store, executor, holder, liveness, peer_lost,
-                   clock)
+                   clock, local_addr)
 
     # ---- the handler API ----------------------------------------------------------
 
@@ -108,7 +109,11 @@ class DynamicRendezvousHandler:
         return self._settings.run_id
 
     def next_rendezvous(self) -> RendezvousInfo:
-        """Leave the current round, join the next, and return this node's place in it."""
+        """Leave the current round, join the next, and return this node's place in it.
+
+        Rank 0 publishes the round's bootstrap address before returning; the others
+        read it from the round store when `bootstrap_store_info` is first asked for.
+        """
         self._stop_heartbeats()
         self._log("rendezvous_join_started")
         self._liveness.announce(self._node)
@@ -120,8 +125,10 @@ class DynamicRendezvousHandler:
         rank, world_size = state.participants[self._node], len(state.participants)
         store = PrefixStore(f"elastic/rdzv/{self._settings.run_id}/round/{state.round}",
                             self._store)
+        bootstrap = (RendezvousStoreInfo.build(0, store, self._local_addr) if rank == 0
+                     else None)
         self._log("rendezvous_joined", round=state.round, rank=rank, world_size=world_size)
-        return RendezvousInfo(store, rank, world_size)
+        return RendezvousInfo(store, rank, world_size, bootstrap)
 
     def is_closed(self) -> bool:
         return self._query().closed

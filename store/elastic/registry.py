@@ -1,0 +1,237 @@
+"""Handlers by backend name: torch's `RendezvousParameters` and handler registry.
+
+`get_rendezvous_handler(RendezvousParameters("c10d", "host:29400", run_id, 2, 4))`
+gives a `DynamicRendezvousHandler` whose state and round stores live in a TCPStore
+at the endpoint, hosted by the first process that can bind it. Backends: "c10d"
+(the state in a store; `store_type=file` keeps it in a FileStore at the endpoint
+path) and "store", its alias. Other backends are added with
+`rendezvous_handler_registry.register(name, creator)`.
+"""
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from actors.runtime import AddressInUseError
+from actors.runtime.log import get_logger
+from store.base import Store
+from store.elastic.backend import C10dRendezvousBackend, StoreRendezvousBackend
+from store.elastic.errors import RendezvousConnectionError
+from store.elastic.handler import DynamicRendezvousHandler
+from store.elastic.settings import RendezvousTimeout
+from store.errors import StoreError
+
+log = get_logger(__name__)
+
+DEFAULT_PORT = 29400
+_LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+class RendezvousParameters:
+    """What a backend needs to build a handler: backend name, endpoint, run id, sizes, options.
+
+    Options (`**kwargs`) are backend-specific; the "c10d" backend reads
+    `join_timeout`, `last_call_timeout`, `close_timeout`, `heartbeat_timeout`,
+    `keep_alive_interval`, `keep_alive_max_attempt`, `read_timeout`, `is_host` and
+    `store_type`. Raises ValueError for an empty backend or impossible sizes.
+    """
+
+    def __init__(self, backend: str, endpoint: str, run_id: str, min_nodes: int,
+                 max_nodes: int, local_addr: Optional[str] = None, **kwargs: Any):
+        if not backend:
+            raise ValueError("the rendezvous backend name must be a non-empty string")
+        if min_nodes < 1:
+            raise ValueError(f"min_nodes ({min_nodes}) must be at least 1")
+        if max_nodes < min_nodes:
+            raise ValueError(f"max_nodes ({max_nodes}) must be at least min_nodes ({min_nodes})")
+        self.backend = backend
+        self.endpoint = endpoint
+        self.run_id = run_id
+        self.min_nodes = min_nodes
+        self.max_nodes = max_nodes
+        self.local_addr = local_addr
+        self.config: Dict[str, Any] = kwargs
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.config.get(key, default)
+
+    def get_as_bool(self, key: str, default: Optional[bool] = None) -> Optional[bool]:
+        """The option as a bool: True/False, 1/0 or "true"/"yes"/"1"... ; ValueError otherwise."""
+        value = self.get(key, default)
+        if value is None or isinstance(value, bool):
+            return value
+        text = str(value).lower()
+        if text in ("1", "true", "t", "yes", "y"):
+            return True
+        if text in ("0", "false", "f", "no", "n"):
+            return False
+        raise ValueError(f"the rendezvous option {key!r} is not a boolean: {value!r}")
+
+    def get_as_int(self, key: str, default: Optional[int] = None) -> Optional[int]:
+        value = self.get(key, default)
+        if value is None:
+            return None
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"the rendezvous option {key!r} is not an integer: {value!r}") \
+                from None
+
+    def __repr__(self) -> str:
+        return (f"RendezvousParameters(backend={self.backend!r}, endpoint={self.endpoint!r}, "
+                f"run_id={self.run_id!r}, min_nodes={self.min_nodes}, "
+                f"max_nodes={self.max_nodes})")
+
+
+HandlerCreator = Callable[[RendezvousParameters], DynamicRendezvousHandler]
+
+
+class RendezvousHandlerRegistry:
+    """Backend name -> the function that builds its handler from `RendezvousParameters`."""
+
+    def __init__(self) -> None:
+        self._creators: Dict[str, HandlerCreator] = {}
+
+    def register(self, backend: str, creator: HandlerCreator) -> None:
+        """Add `backend`; ValueError if the name is empty or taken by another creator."""
+        if not backend:
+            raise ValueError("the rendezvous backend name must be a non-empty string")
+        current = self._creators.get(backend)
+        if current is not None and current != creator:
+            raise ValueError(f"the rendezvous backend {backend!r} is already registered "
+                             f"with {current!r}")
+        self._creators[backend] = creator
+
+    def create_handler(self, params: RendezvousParameters) -> DynamicRendezvousHandler:
+        """The handler for `params.backend`; ValueError naming the known backends otherwise."""
+        creator = self._creators.get(params.backend)
+        if creator is None:
+            raise ValueError(f"the rendezvous backend {params.backend!r} is not registered "
+                             f"(registered: {sorted(self._creators)}); call register first")
+        handler = creator(params)
+        if handler.get_backend() != params.backend:
+            raise RuntimeError(f"the creator of backend {params.backend!r} made a handler "
+                               f"of backend {handler.get_backend()!r}")
+        return handler
+
+
+rendezvous_handler_registry = RendezvousHandlerRegistry()
+
+
+def get_rendezvous_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
+    """A handler from the global registry (torch's `registry.get_rendezvous_handler`)."""
+    return rendezvous_handler_registry.create_handler(params)
+
+
+def create_handler(store: Store, backend: StoreRendezvousBackend,
+                   params: RendezvousParameters) -> DynamicRendezvousHandler:
+    """A handler over `store` and `backend` with the timeouts and keep-alive of `params`."""
+    timeout = RendezvousTimeout(*(_seconds(params, f"{phase}_timeout")
+                                  for phase in ("join", "last_call", "close", "heartbeat")))
+    return DynamicRendezvousHandler.from_backend(
+        params.run_id, store, backend, params.min_nodes, params.max_nodes, params.local_addr,
+        timeout, keep_alive_interval=_seconds(params, "keep_alive_interval") or 5,
+        keep_alive_max_attempt=params.get_as_int("keep_alive_max_attempt", 3))
+
+
+def parse_rendezvous_endpoint(endpoint: Optional[str], default_port: int = DEFAULT_PORT
+                              ) -> Tuple[str, int]:
+    """`HOST[:PORT]` or `[IPv6][:PORT]` as (host, port); empty means localhost; ValueError else."""
+    text = (endpoint or "").strip()
+    if not text:
+        return "localhost", default_port
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, ""
+    try:
+        port = int(port_text) if port_text else default_port
+    except ValueError:
+        raise ValueError(f"the port of rendezvous endpoint {endpoint!r} is not a number") \
+            from None
+    if not host or not 0 <= port < 65536:
+        raise ValueError(f"rendezvous endpoint must be HOST:PORT, got {endpoint!r}")
+    return host, port
+
+
+def open_rendezvous_store(host: str, port: int, timeout: float,
+                          is_host: Optional[bool] = None) -> Store:
+    """Host the TCPStore at host:port, or connect to it where another process hosts it.
+
+    With `is_host` None, a process on the endpoint's own machine tries to host and
+    connects if the port is taken; a process elsewhere connects.
+    """
+    from store.tcp_store import TCPStore
+
+    hosting = _is_this_machine(host) if is_host is None else is_host
+    if hosting:
+        try:
+            return TCPStore(host, port, is_master=True, wait_for_workers=False,
+                            timeout=timeout)
+        except AddressInUseError:
+            if is_host:
+                raise
+    return TCPStore(host, port, timeout=timeout)
+
+
+def _create_c10d_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
+    store = _open_store(params)
+    backend_type = C10dRendezvousBackend if params.backend == "c10d" else StoreRendezvousBackend
+    return create_handler(store, backend_type(store, params.run_id), params)
+
+
+def _open_store(params: RendezvousParameters) -> Store:
+    store_type = str(params.get("store_type", "tcp")).lower()
+    if store_type == "file":
+        from store.file_store import FileStore
+
+        if not params.endpoint:
+            raise ValueError("the file store needs the endpoint to be a file path")
+        return FileStore(params.endpoint)
+    if store_type != "tcp":
+        raise ValueError(f"store_type must be 'tcp' or 'file', got {store_type!r}")
+    host, port = parse_rendezvous_endpoint(params.endpoint)
+    read_timeout = params.get_as_int("read_timeout", 60)
+    if read_timeout <= 0:
+        raise ValueError(f"read_timeout must be positive, got {read_timeout}")
+    try:
+        return open_rendezvous_store(host, port, read_timeout, params.get_as_bool("is_host"))
+    except (StoreError, OSError) as exc:
+        raise RendezvousConnectionError(
+            f"cannot reach the rendezvous store at {host}:{port}: {exc}") from exc
+
+
+def _seconds(params: RendezvousParameters, key: str) -> Optional[Any]:
+    value = params.get(key)
+    if value is None or isinstance(value, timedelta):
+        return value
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"the rendezvous option {key!r} must be seconds, got {value!r}") \
+            from None
+
+
+def _is_this_machine(host: str) -> bool:
+    if host in _LOCAL_HOSTS or host in (socket.gethostname(), socket.getfqdn()):
+        return True
+    try:
+        address = socket.gethostbyname(host)
+    except OSError:
+        return False
+    return address.startswith("127.") or address == _own_address()
+
+
+def _own_address() -> Optional[str]:
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return None
+
+
+rendezvous_handler_registry.register("c10d", _create_c10d_handler)
+rendezvous_handler_registry.register("store", _create_c10d_handler)
