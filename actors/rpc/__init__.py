@@ -6,7 +6,7 @@ from .errors import (RpcError, RpcInitError, RpcNotInitializedError, RRefError,
                      WorkerLostError)
 from .hooks import RpcEnvelope, RpcHook, register_hook, unregister_hook
 from .options import BackendType, TensorPipeRpcBackendOptions
-from .rref import RRef
+from .rref import RRef, register_distributed_backward
 from .services import (call_service, call_service_async, notify_service, register_service,
                        run_on_pool)
 from .timeouts import UNSET_RPC_TIMEOUT
@@ -18,4 +18,5 @@ __all__ = [
     "shutdown", "unregister_hook", "register_service", "call_service", "call_service_async",
     "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT", "BackendType",
     "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available",
+    "register_distributed_backward",
 ]

@@ -59,6 +59,15 @@ class RRef:
         """Completes when the owner has created the value (or failed to), on the creator."""
         return self._created if self._created is not None else completed(None)
 
+    def confirmed_by_owner(self) -> bool:
+        """True once the owner knows of this reference, as torch's `confirmed_by_owner`.
+
+        The owner's own RRefs and received ones always are: a fork is announced to
+        the owner, on an ordered channel, before the RRef that carries it is sent.
+        An RRef made by `remote()` is once the owner has created the value.
+        """
+        return self._created is None or self._created.done()
+
     def __repr__(self) -> str:
         return f"RRef(owner={self._owner.name!r}, id=0x{self._rref_id:x})"
 
@@ -77,6 +86,26 @@ class RRef:
         if self.is_owner():
             return self._agent.owners.value(self._rref_id).wait(timeout or None)
         return self._agent.call(self._owner, _fetch, (self._rref_id,), {}, timeout).wait()
+
+    def backward(self, dist_autograd_ctx_id: int = -1, retain_graph: bool = False) -> None:
+        """Run backward from the value, a scalar tensor, as torch's `RRef.backward`.
+
+        With a distributed autograd context id, the owner runs that context's
+        backward pass from the value (gradients then come from `get_gradients` of
+        the context); with -1 (or None) a local backward pass, which only the owner
+        may run (RRefError elsewhere).
+        """
+        if dist_autograd_ctx_id is None or dist_autograd_ctx_id == -1:
+            if not self.is_owner():
+                raise RRefError(f"backward() of {self!r} without a distributed autograd "
+                                f"context must be called on its owner {self._owner.name!r}")
+            self.local_value().backward(retain_graph=retain_graph)
+            return
+        args = (self._rref_id, dist_autograd_ctx_id, retain_graph)
+        if self.is_owner():
+            _backward_on_owner(*args)
+        else:
+            self._agent.call_sync(self._owner, _backward_on_owner, args, {}, call_timeout(None))
 
     # ---- proxies ------------------------------------------------------------------
 
@@ -138,8 +167,30 @@ class _Proxy:
         return invoke
 
 
-def _invoke_method(rref: RRef, method: str, args: tuple, kwargs: dict) -> Any:
-    return getattr(rref.local_value(), method)(*args, **kwargs)
+def _invoke_method(rref: RRef, method: str, args: tuple, kwargs: dict) -> Future:
+    """Runs on the owner: the method's result, or its own Future if it is async_execution."""
+    bound = getattr(rref.local_value(), method)
+    result = bound(*args, **kwargs)
+    return result if getattr(bound, "_async_execution", False) else completed(result)
+
+
+_invoke_method._async_execution = True
+
+# The distributed backward pass, registered by the autograd layer above this one.
+_distributed_backward: list = []
+
+
+def register_distributed_backward(run: Callable[[int, list, bool], None]) -> None:
+    """Let `RRef.backward` run `run(context_id, roots, retain_graph)` on owners."""
+    _distributed_backward[:] = [run]
+
+
+def _backward_on_owner(rref_id: int, context_id: int, retain_graph: bool) -> None:
+    if not _distributed_backward:
+        raise RRefError("RRef.backward with a context needs distributed autograd "
+                        "(import engine.dist_autograd)")
+    value = current_agent().owners.value(rref_id).wait()
+    _distributed_backward[0](context_id, [value], retain_graph)
 
 
 def _fetch(rref_id: int) -> Future:

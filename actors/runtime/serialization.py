@@ -8,6 +8,7 @@ costs more than copying a few hundred bytes.
 """
 from __future__ import annotations
 
+import io
 import json
 import pickle
 import sys
@@ -19,6 +20,7 @@ import cloudpickle
 import numpy as np
 
 from .errors import ProtocolError, RemoteError
+from .script_refs import MAIN_MODULES, reduce_script_definition
 
 PICKLE_PROTOCOL = 5
 INBAND_LIMIT = 1024
@@ -44,7 +46,7 @@ def _importable(fn: Any) -> bool:
     target = module
     for part in getattr(fn, "__qualname__", "<").split("."):
         target = getattr(target, part, None)
-    if module is None or fn.__module__ == "__main__" or target is not fn:
+    if module is None or fn.__module__ in MAIN_MODULES or target is not fn:
         return False
     _by_reference.add(fn)
     return True
@@ -81,8 +83,9 @@ def _is_plain(value: Any, depth: int = 6) -> bool:
 def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
     """Pickle `payload`; returns the body and its out-of-band buffers (one frame each).
 
-    Functions, classes and other objects go through cloudpickle, so code defined in
-    `__main__` or interactively travels by value.
+    Functions, classes and other objects go through cloudpickle: definitions of the
+    running script travel by reference with their value beside (`script_refs`),
+    code defined interactively or inside functions by value.
     """
     buffers: List[memoryview] = []
 
@@ -93,9 +96,22 @@ def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
         buffers.append(raw)
         return False
 
-    pickler = pickle.dumps if _is_plain(payload) else cloudpickle.dumps
-    body = pickler(payload, protocol=PICKLE_PROTOCOL, buffer_callback=keep_in_body)
-    return body, buffers
+    if _is_plain(payload):
+        return pickle.dumps(payload, protocol=PICKLE_PROTOCOL,
+                            buffer_callback=keep_in_body), buffers
+    out = io.BytesIO()
+    _ScriptAwarePickler(out, protocol=PICKLE_PROTOCOL, buffer_callback=keep_in_body).dump(payload)
+    return out.getvalue(), buffers
+
+
+class _ScriptAwarePickler(cloudpickle.Pickler):
+    """cloudpickle, except that the script's own definitions go by reference first."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        reduction = reduce_script_definition(obj)
+        if reduction is not None:
+            return reduction
+        return super().reducer_override(obj)
 
 
 def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:

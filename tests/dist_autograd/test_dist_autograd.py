@@ -232,3 +232,22 @@ def test_a_call_still_in_flight_when_its_context_is_released_does_not_revive_it(
         late = actors.rpc_async("worker1", workers.sleep_then_add, args=(a, a, 0.3))
     assert late.wait(10) is not None
     assert wait_until(lambda: actors.rpc_sync("worker1", workers.contexts_alive) == 0)
+
+
+def test_rref_backward_with_a_context_runs_the_pass_from_the_owner_like_torch(world3):
+    with dist_autograd.context() as context_id:
+        x = engine.tensor([1.0, -2.0, 3.0], requires_grad=True)
+        loss = actors.remote("worker1", workers.sum_of_squares, args=(x,))
+        loss.backward(context_id)
+        np.testing.assert_allclose(dist_autograd.get_gradients(context_id)[x], 2 * x.data)
+
+
+def test_rref_backward_without_a_context_is_local_and_only_on_the_owner_like_torch(world3):
+    x = engine.tensor([1.0, 2.0], requires_grad=True)
+    owned = actors.RRef((x * x).sum())
+    owned.backward(retain_graph=True)
+    owned.backward(dist_autograd_ctx_id=-1)
+    np.testing.assert_allclose(x.grad, 2 * 2 * x.data)
+    remote = actors.remote("worker1", workers.sum_of_squares, args=(x,))
+    with pytest.raises(actors.RRefError, match="must be called on its owner 'worker1'"):
+        remote.backward()

@@ -71,3 +71,19 @@ def test_an_rref_of_a_local_value_is_owned_here_and_usable_elsewhere(world):
     rref = actors.RRef(workers.Counter(7))
     assert rref.is_owner() and rref.owner_name() == "worker0" and rref.local_value().value == 7
     assert actors.rpc_sync("worker1", workers.fetch_from_third, args=(rref,)) == 7
+
+
+def test_async_execution_methods_answer_through_every_proxy_like_torch(world):
+    rref = actors.remote("worker1", workers.AsyncCounter, args=("worker2",))
+    assert rref.rpc_sync().add_later(5) == 5
+    assert rref.rpc_async().add_later(1).wait(10) == 6
+    assert rref.remote().add_later(2).to_here(timeout=10) == 8
+    assert rref.to_here(timeout=10).value == 8
+
+
+def test_confirmed_by_owner_like_torch(world):
+    rref = actors.remote("worker1", workers.Counter, args=(1,))
+    rref.confirmed().wait(10)
+    assert rref.confirmed_by_owner()
+    assert actors.RRef(3).confirmed_by_owner()
+    assert actors.rpc_sync("worker2", workers.confirmed_there, args=(rref,))

@@ -162,3 +162,23 @@ def serve(rank: int, world_size: int, port: int, threads: int, with_hook: bool) 
                     init_method=f"tcp://127.0.0.1:{port}", num_worker_threads=threads,
                     timeout=30)
     actors.shutdown(graceful=True, timeout=120)
+
+
+class AsyncCounter:
+    """A value whose method answers later, from another worker's reply (torch's pattern)."""
+
+    def __init__(self, helper):
+        self.value = 0
+        self.helper = helper
+
+    @actors.async_execution
+    def add_later(self, by):
+        def store(done):
+            self.value = done.value()
+            return self.value
+
+        return actors.rpc_async(self.helper, add, args=(self.value, by)).then(store)
+
+
+def confirmed_there(rref):
+    return rref.confirmed_by_owner()

@@ -1,0 +1,80 @@
+"""Definitions of the running script travel by reference, with their value beside the name.
+
+torch pickles a function or class defined in the script (`__main__`) by name, and a
+callee running the same script uses its own copy, with the module state the script
+keeps there (the parameter-server singleton of torch's tutorials). We do the same
+when the receiver's `__main__` is the same file as the sender's. A receiver running
+another program (a worker started with `python -m actors.worker`, a different
+script) cannot find the name, so the definition's value, pickled by cloudpickle,
+travels too and is rebuilt there, as a fresh copy with its own globals. A definition
+whose value cannot be pickled (it uses a module-level lock, say) travels by name
+only, and only a receiver running the same script can call it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Optional, Tuple
+
+import cloudpickle
+
+# A spawned multiprocessing child imports the parent's script as `__mp_main__` and
+# aliases it as `__main__`.
+MAIN_MODULES = frozenset({"__main__", "__mp_main__"})
+_mp_main_by_value: list = []
+
+
+def script_path() -> Optional[str]:
+    """The real path of this process's `__main__` file, or None (interactive, `-c`)."""
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.realpath(path) if path else None
+
+
+def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
+    """A pickle reduction of `obj` by reference to the script, if it is one of its definitions.
+
+    None for anything else (the pickler then goes on as usual): an object of another
+    module, a nested definition, or a script without a file.
+    """
+    if getattr(obj, "__module__", None) not in MAIN_MODULES:
+        return None
+    qualname = getattr(obj, "__qualname__", "<")
+    path = script_path()
+    if path is None or "<" in qualname or _lookup(sys.modules[obj.__module__], qualname) \
+            is not obj:
+        return None
+    return resolve_script_definition, (qualname, path, _by_value(obj))
+
+
+def resolve_script_definition(qualname: str, path: str, value: Any) -> Any:
+    """The receiver's own definition when it runs the script at `path`, else the value sent.
+
+    `value` is cloudpickle's bytes, or the reason they could not be made (a str).
+    """
+    if path == script_path():
+        found = _lookup(sys.modules["__main__"], qualname)
+        if found is not None:
+            return found
+    if isinstance(value, bytes):
+        return cloudpickle.loads(value)
+    raise LookupError(f"{qualname} of script {path} is not defined here (this process runs "
+                      f"{script_path()}) and cannot travel by value: {value}")
+
+
+def _by_value(obj: Any) -> Any:
+    if obj.__module__ == "__mp_main__" and not _mp_main_by_value:
+        # cloudpickle would name `__mp_main__`, which a receiver that is not a
+        # spawned child of the same parent does not have.
+        cloudpickle.register_pickle_by_value(sys.modules["__mp_main__"])
+        _mp_main_by_value.append(True)
+    try:
+        return cloudpickle.dumps(obj)
+    except Exception as exc:  # noqa: BLE001 - the name alone still serves the same script
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _lookup(module: Any, qualname: str) -> Any:
+    target = module
+    for part in qualname.split("."):
+        target = getattr(target, part, None)
+    return target

@@ -1,0 +1,60 @@
+"""Functions and classes of the running script resolve by name on a callee running it, as in torch."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import cloudpickle
+import pytest
+
+from actors.runtime.script_refs import reduce_script_definition, resolve_script_definition
+
+pytestmark = pytest.mark.timeout(120)
+
+SCRIPT = Path(__file__).parent / "scripts" / "script_state.py"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_script(mode: str) -> dict:
+    out = subprocess.run([sys.executable, str(SCRIPT), mode], cwd=ROOT, capture_output=True,
+                         text=True, timeout=100)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_callee_running_the_same_script_shares_its_module_state_like_torch():
+    result = run_script("same")
+    assert result["bumps"] == [1, 2, 3]          # torch: [1, 2, 3]; by value: [1, 1, 1]
+    assert result["tallies"] == [1, 2]           # the callee's own class, its own class state
+    assert result["callbacks"] == [1, 2]         # a spawned child's script functions, back
+    assert result["locked"] == [4, 5, 6]         # a module-level lock travels by name
+
+
+def test_a_callee_running_another_program_gets_the_functions_by_value():
+    result = run_script("other")
+    assert result["bumps"] == [1, 1, 1] and result["tallies"] == [1, 1]
+    assert "bump of script" in result["locked"] and "cannot travel by value" in result["locked"]
+    assert "cannot pickle '_thread.lock'" in result["locked"]
+
+
+def double(x):
+    return 2 * x
+
+
+def test_only_definitions_of_the_script_go_by_reference():
+    assert reduce_script_definition(double) is None  # a test module is importable by name
+    assert reduce_script_definition(lambda: 1) is None
+    assert reduce_script_definition(3) is None
+
+
+def test_a_definition_of_another_script_is_rebuilt_from_its_value():
+    rebuilt = resolve_script_definition("double", "/elsewhere/script.py",
+                                        cloudpickle.dumps(lambda x: 3 * x))
+    assert rebuilt(2) == 6
+
+
+def test_a_definition_without_a_value_names_why_it_cannot_be_rebuilt():
+    with pytest.raises(LookupError, match="bump of script /elsewhere/s.py .*cannot pickle"):
+        resolve_script_definition("bump", "/elsewhere/s.py", "TypeError: cannot pickle 'lock'")
