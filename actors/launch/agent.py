@@ -10,7 +10,6 @@ round has room: a newcomer, or a peer that restarted after its own worker failed
 from __future__ import annotations
 
 import os
-import sys
 import threading
 from dataclasses import dataclass
 from typing import Dict, List, Optional
@@ -21,7 +20,7 @@ from actors.runtime.log import get_logger
 from store.base import Store
 from store.errors import StoreError
 from store.elastic import (DynamicRendezvousHandler, RendezvousError, RendezvousStoreInfo,
-                           RendezvousTimeout, StoreRendezvousBackend)
+                           RendezvousTimeout, StaticRendezvousHandler, StoreRendezvousBackend)
 
 log = get_logger(__name__)
 
@@ -36,21 +35,13 @@ class RunResult:
 class ElasticAgent:
     """One node's agent over `store` (which the launcher opened, and closes)."""
 
-    def __init__(self, config: LaunchConfig, store: Store, stop: threading.Event):
+    def __init__(self, config: LaunchConfig, store: Store, stop: threading.Event,
+                 log_dir: Optional[str] = None):
         self._config = config
         self._store = store
         self._stop = stop
-        conf = config.conf
-        timeout = RendezvousTimeout(join=conf("join_timeout", 600),
-                                    last_call=conf("last_call_timeout", 30),
-                                    close=conf("close_timeout", 30),
-                                    heartbeat=conf("heartbeat_timeout", 5))
-        self.handler = DynamicRendezvousHandler.from_backend(
-            config.run_id, store, StoreRendezvousBackend(store, config.run_id),
-            config.min_nodes, config.max_nodes, timeout=timeout,
-            keep_alive_interval=conf("keep_alive_interval", 5),
-            keep_alive_max_attempt=int(conf("keep_alive_max_attempt", 3)),
-            local_addr=config.local_addr)
+        self._log_dir = log_dir
+        self.handler = rendezvous_handler(config, store)
         self._group: Optional[WorkerGroup] = None
         self._restarts_left = config.max_restarts
         self._round_store: Optional[Store] = None
@@ -106,24 +97,33 @@ class ElasticAgent:
         self._round_store, self._nodes = info.store, info.world_size
         master = info.bootstrap_store_info
         envs = self._worker_envs(info.rank, info.world_size, master)
-        python = [sys.executable, "-u"]
-        self._group = WorkerGroup.start(python + self._config.entry, envs)
+        log_dir = (None if self._log_dir is None else
+                   os.path.join(self._log_dir, f"attempt_{self.restart_count}"))
+        self._group = WorkerGroup.start(self._config.command, envs, self._config.output,
+                                        log_dir)
         log.info("agent_round_started", run_id=self._config.run_id, group_rank=info.rank,
                  nodes=info.world_size, restart_count=self.restart_count,
                  master=f"{master.master_addr}:{master.master_port}")
 
     def _worker_envs(self, group_rank: int, nodes: int, master: RendezvousStoreInfo
                      ) -> List[Dict[str, str]]:
-        k = self._config.nproc_per_node
+        config, k = self._config, self._config.nproc_per_node
+        restarts, world = str(self.restart_count), str(nodes * k)
         base = dict(os.environ, MASTER_ADDR=master.master_addr,
                     MASTER_PORT=str(master.master_port),
-                    WORLD_SIZE=str(nodes * k), LOCAL_WORLD_SIZE=str(k),
+                    WORLD_SIZE=world, LOCAL_WORLD_SIZE=str(k),
                     GROUP_RANK=str(group_rank), GROUP_WORLD_SIZE=str(nodes),
-                    RESTART_COUNT=str(self.restart_count),
-                    MAX_RESTARTS=str(self._config.max_restarts),
-                    ELASTIC_RUN_ID=self._config.run_id, PYTHONUNBUFFERED="1")
-        return [dict(base, RANK=str(group_rank * k + local), LOCAL_RANK=str(local))
-                for local in range(k)]
+                    ROLE_NAME=config.role, ROLE_WORLD_SIZE=world,
+                    RESTART_COUNT=restarts, TORCHELASTIC_RESTART_COUNT=restarts,
+                    MAX_RESTARTS=str(config.max_restarts),
+                    TORCHELASTIC_MAX_RESTARTS=str(config.max_restarts),
+                    ELASTIC_RUN_ID=config.run_id, TORCHELASTIC_RUN_ID=config.run_id,
+                    PYTHONUNBUFFERED="1")
+        if config.set_omp_threads:
+            base["OMP_NUM_THREADS"] = "1"
+        ranks = [str(group_rank * k + local) for local in range(k)]
+        return [dict(base, RANK=rank, ROLE_RANK=rank, LOCAL_RANK=str(local))
+                for local, rank in enumerate(ranks)]
 
     def _stop_workers(self) -> None:
         if self._group is not None:
@@ -146,3 +146,20 @@ class ElasticAgent:
                 f"{self.restart_count} restart(s) (max {self._config.max_restarts}):\n"
                 + failure.describe())
 
+
+def rendezvous_handler(config: LaunchConfig, store: Store):
+    """The node's rendezvous: fixed membership in static mode, else the dynamic one."""
+    conf = config.conf
+    if config.static:
+        return StaticRendezvousHandler(store, config.run_id, config.node_rank,
+                                       config.max_nodes, conf("join_timeout", 600),
+                                       config.local_addr)
+    timeout = RendezvousTimeout(join=conf("join_timeout", 600),
+                                last_call=conf("last_call_timeout", 30),
+                                close=conf("close_timeout", 30),
+                                heartbeat=conf("heartbeat_timeout", 5))
+    return DynamicRendezvousHandler.from_backend(
+        config.run_id, store, StoreRendezvousBackend(store, config.run_id),
+        config.min_nodes, config.max_nodes, config.local_addr, timeout,
+        keep_alive_interval=conf("keep_alive_interval", 5),
+        keep_alive_max_attempt=int(conf("keep_alive_max_attempt", 3)))

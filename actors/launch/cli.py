@@ -6,8 +6,10 @@ failed rank, its exit code or signal and the tail of its error; 128+N after sign
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import tempfile
 import threading
 from typing import Optional, Sequence
 
@@ -40,7 +42,24 @@ def open_store(config: LaunchConfig) -> Store:
                          timeout=_STORE_TIMEOUT)
         config.rdzv_port = store.port
         return store
-    return open_rendezvous_store(config.rdzv_host, config.rdzv_port, _STORE_TIMEOUT)
+    is_host = (config.node_rank == 0) if config.static else None
+    return open_rendezvous_store(config.rdzv_host, config.rdzv_port, _STORE_TIMEOUT, is_host)
+
+
+def output_dir(config: LaunchConfig) -> Optional[str]:
+    """This run's folder for worker output files: under --log-dir, or a new temporary one."""
+    if not config.output.any_file():
+        return None
+    if config.output.log_dir is None:
+        return tempfile.mkdtemp(prefix=f"actorrun_{config.run_id}_")
+    path = os.path.join(config.output.log_dir, config.run_id)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def run() -> None:
+    """The `actorrun` console script."""
+    sys.exit(main())
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -63,11 +82,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"actors.launch: cannot reach the rendezvous store at "
               f"{config.rdzv_host}:{config.rdzv_port}: {exc}", file=sys.stderr)
         return 1
+    log_dir = output_dir(config)
     log.info("agent_started", run_id=config.run_id, nnodes=f"{config.min_nodes}:"
              f"{config.max_nodes}", nproc_per_node=config.nproc_per_node,
-             endpoint=f"{config.rdzv_host}:{config.rdzv_port}", entry=config.entry)
+             endpoint=f"{config.rdzv_host}:{config.rdzv_port}", entry=config.entry,
+             rendezvous="static" if config.static else "dynamic", log_dir=log_dir)
+    if config.set_omp_threads:
+        log.warning("omp_num_threads_set", value=1, note="OMP_NUM_THREADS is 1 for each "
+                    "worker so that they do not overload the machine; set it to tune")
     try:
-        result = ElasticAgent(config, store, stop).run()
+        result = ElasticAgent(config, store, stop, log_dir).run()
     except SignalReceived as exc:
         log.info("agent_stopped_by_signal", run_id=config.run_id, signal=str(exc))
         return 128 + exc.signum

@@ -2,12 +2,46 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from store.elastic.registry import DEFAULT_PORT, parse_rendezvous_endpoint
 
+
+
+STD_NONE, STD_OUT, STD_ERR, STD_ALL = 0, 1, 2, 3
+_RUN_PATH = ("import runpy, sys; sys.argv = sys.argv[1:]; "
+             "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+@dataclass
+class OutputPlan:
+    """Where each local rank's output goes: `redirects` to files only, `tee` to both.
+
+    Both map a local rank (-1: every one) to STD_OUT, STD_ERR or STD_ALL (torchrun's
+    Std codes); the files are `<log_dir>/<run_id>/attempt_<restart>/<local_rank>/std{out,err}.log`.
+    """
+
+    log_dir: Optional[str]
+    redirects: Dict[int, int]
+    tee: Dict[int, int]
+
+    def to_file(self, local_rank: int, stream: int) -> bool:
+        return bool((_code(self.redirects, local_rank) | _code(self.tee, local_rank)) & stream)
+
+    def to_console(self, local_rank: int, stream: int) -> bool:
+        redirected = _code(self.redirects, local_rank) & stream
+        return not redirected or bool(_code(self.tee, local_rank) & stream)
+
+    def any_file(self) -> bool:
+        return any(self.redirects.values()) or any(self.tee.values())
+
+
+def _code(plan: Dict[int, int], local_rank: int) -> int:
+    return plan.get(local_rank, plan.get(-1, STD_NONE))
 
 
 @dataclass
@@ -26,6 +60,12 @@ class LaunchConfig:
     rdzv_conf: Dict[str, float] = field(default_factory=dict)
     exit_barrier_timeout: float = 30.0
     stop_grace: float = 5.0
+    static: bool = False  # fixed membership: node `node_rank` of `max_nodes`
+    node_rank: int = 0
+    role: str = "default"
+    command: List[str] = field(default_factory=list)  # the worker's whole argv
+    output: OutputPlan = field(default_factory=lambda: OutputPlan(None, {}, {}))
+    set_omp_threads: bool = False  # OMP_NUM_THREADS=1 for each worker, as torchrun does
 
     def conf(self, name: str, default: Optional[float]) -> Optional[float]:
         return self.rdzv_conf.get(name, default)
@@ -79,6 +119,42 @@ def parse_conf(text: str) -> Dict[str, float]:
     return conf
 
 
+def parse_std(text: str) -> Dict[int, int]:
+    """torchrun's `--redirects`/`--tee`: `N` for every local rank or `RANK:N,...`; N in 0..3."""
+    def code(value: str) -> int:
+        if value not in ("0", "1", "2", "3"):
+            raise argparse.ArgumentTypeError(
+                f"expected 0 (none), 1 (stdout), 2 (stderr) or 3 (both), got {value!r}")
+        return int(value)
+
+    if ":" not in text:
+        return {-1: code(text)}  # -1: every local rank
+    plan = {}
+    for item in text.split(","):
+        rank, _, value = item.partition(":")
+        if not rank.isdigit():
+            raise argparse.ArgumentTypeError(f"expected LOCAL_RANK:N, got {item!r}")
+        plan[int(rank)] = code(value)
+    return plan
+
+
+def parse_nproc(text: str) -> int:
+    """An integer, or torchrun's "auto" / "cpu": one worker per CPU (there are no accelerators)."""
+    if text in ("auto", "cpu"):
+        return os.cpu_count() or 1
+    if text in ("gpu", "xpu"):
+        raise argparse.ArgumentTypeError(f"--nproc-per-node {text}: this machine's workers run "
+                                         f"on CPUs only; use auto, cpu or a number")
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--nproc-per-node must be a number, auto or cpu, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("--nproc-per-node must be at least 1")
+    return value
+
+
 def _positive(kind: type):
     def parse(text: str):
         try:
@@ -96,30 +172,59 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m actors.launch",
         description="Start an elastic agent on this node: rendezvous with the other nodes, "
                     "run --nproc-per-node workers of the training script, restart on "
-                    "failure or membership change.")
-    parser.add_argument("--nnodes", type=parse_nnodes, default=(1, 1),
-                        help="number of nodes, N or MIN:MAX (default 1)")
-    parser.add_argument("--nproc-per-node", "--nproc_per_node", type=_positive(int), default=1)
-    parser.add_argument("--rdzv-endpoint", "--rdzv_endpoint", type=parse_endpoint,
-                        default=None, help="HOST:PORT of the rendezvous store; the agent that "
-                        "can bind it hosts it")
-    parser.add_argument("--rdzv-id", "--rdzv_id", default=None, help="the job's run id")
-    parser.add_argument("--rdzv-backend", "--rdzv_backend", default="store",
-                        choices=["store", "c10d"], help="only the store backend exists "
-                        "(c10d is accepted as its alias)")
-    parser.add_argument("--rdzv-conf", "--rdzv_conf", type=parse_conf, default={},
-                        help="key=value,... among " + ", ".join(_CONF_KEYS))
-    parser.add_argument("--max-restarts", "--max_restarts", type=_positive(int), default=0)
-    parser.add_argument("--monitor-interval", "--monitor_interval", type=_positive(float),
-                        default=0.1, help="seconds between looks at the workers")
-    parser.add_argument("--standalone", action="store_true",
-                        help="one node with an embedded store on a free port")
-    parser.add_argument("--local-addr", "--local_addr", default="127.0.0.1",
-                        help="address workers use to reach this node (MASTER_ADDR)")
-    parser.add_argument("-m", "--module", action="store_true",
-                        help="treat the script as a module name, like python -m")
-    parser.add_argument("script", help="the training script (or module with -m)")
-    parser.add_argument("script_args", nargs=argparse.REMAINDER)
+                    "failure or membership change. torchrun's options; `actorrun` is the "
+                    "same command.")
+    option = parser.add_argument
+
+    def both(name: str, **kwargs) -> None:  # torchrun spells options with - and with _
+        option(name, name.replace("-", "_").replace("__", "--", 1), **kwargs)
+
+    option("--nnodes", type=parse_nnodes, default=(1, 1),
+           help="number of nodes, N or MIN:MAX (default 1)")
+    both("--nproc-per-node", type=parse_nproc, default=1,
+         help="workers on this node: a number, auto or cpu (one per CPU)")
+    both("--rdzv-endpoint", type=parse_endpoint, default=None,
+         help="HOST:PORT of the rendezvous store; the agent that can bind it hosts it")
+    both("--rdzv-id", default=None, help="the job's run id")
+    both("--rdzv-backend", default=None, choices=["store", "c10d", "static"],
+         help="store (default; c10d is its alias): elastic membership; static: fixed "
+              "membership, node --node-rank of --nnodes (the default when --node-rank, "
+              "--master-addr or --master-port is given)")
+    both("--rdzv-conf", type=parse_conf, default={},
+         help="key=value,... among " + ", ".join(_CONF_KEYS))
+    both("--node-rank", type=_positive(int), default=None,
+         help="static mode: this node's rank (default 0)")
+    both("--master-addr", default=None,
+         help="static mode: address of node 0, which hosts the store (default 127.0.0.1)")
+    both("--master-port", type=_positive(int), default=None,
+         help="static mode: port of the store on node 0 (default 29500)")
+    both("--max-restarts", type=_positive(int), default=0)
+    both("--monitor-interval", type=_positive(float), default=0.1,
+         help="seconds between looks at the workers")
+    option("--standalone", action="store_true",
+           help="one node with an embedded store on a free port")
+    both("--local-addr", default="127.0.0.1",
+         help="address workers use to reach this node (MASTER_ADDR)")
+    option("--role", default="default", help="the workers' role (ROLE_NAME)")
+    both("--log-dir", default=None,
+         help="directory for the files of --redirects and --tee (default: a new "
+              "temporary directory)")
+    option("-r", "--redirects", type=parse_std, default={},
+           help="send workers' output to files only: 0 none, 1 stdout, 2 stderr, 3 both; "
+                "for every local rank, or LOCAL_RANK:N,...")
+    option("-t", "--tee", type=parse_std, default={},
+           help="send workers' output to files and to this console (codes as --redirects)")
+    both("--no-python", action="store_true",
+         help="run the script as an executable, not with the Python interpreter")
+    both("--run-path", action="store_true",
+         help="run the script with runpy.run_path (its name is __main__)")
+    both("--start-method", default="spawn", choices=["spawn", "fork", "forkserver"],
+         help="accepted for torchrun's sake: every worker is a fresh interpreter, as "
+              "with spawn")
+    option("-m", "--module", action="store_true",
+           help="treat the script as a module name, like python -m")
+    option("script", help="the training script (or module with -m)")
+    option("script_args", nargs=argparse.REMAINDER)
     return parser
 
 
@@ -127,22 +232,51 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> LaunchConfig:
     parser = build_parser()
     args = parser.parse_args(argv)
     min_nodes, max_nodes = args.nnodes
-    if args.standalone:
+    static_options = (args.node_rank, args.master_addr, args.master_port)
+    static = args.rdzv_backend == "static" or (
+        args.rdzv_backend is None and args.rdzv_endpoint is None
+        and any(value is not None for value in static_options))
+    if static:
+        if args.standalone:
+            parser.error("--standalone and static mode (--node-rank, --master-addr, "
+                         "--master-port) exclude each other")
+        if min_nodes != max_nodes:
+            parser.error(f"static mode needs a fixed --nnodes, got {min_nodes}:{max_nodes}")
+        if (args.node_rank or 0) >= max_nodes:
+            parser.error(f"--node-rank {args.node_rank} must be below --nnodes {max_nodes}")
+        host, port = (args.rdzv_endpoint if args.rdzv_endpoint is not None else
+                      (args.master_addr or "127.0.0.1", args.master_port or 29500))
+    elif args.standalone:
         min_nodes = max_nodes = 1
         host, port = "127.0.0.1", 0
     elif args.rdzv_endpoint is None:
         if max_nodes > 1:
             parser.error("--rdzv-endpoint is required with more than one node "
-                         "(or use --standalone)")
+                         "(or use --standalone, or --node-rank with --master-addr and "
+                         "--master-port for fixed membership)")
         host, port = "127.0.0.1", 0
     else:
         host, port = args.rdzv_endpoint
-    if args.nproc_per_node < 1:
-        parser.error("--nproc-per-node must be at least 1")
-    entry = (["-m", args.script] if args.module else [args.script]) + list(args.script_args)
+    if args.no_python and args.module:
+        parser.error("--no-python and --module exclude each other")
+    nproc = args.nproc_per_node
     return LaunchConfig(
-        min_nodes=min_nodes, max_nodes=max_nodes, nproc_per_node=args.nproc_per_node,
+        min_nodes=min_nodes, max_nodes=max_nodes, nproc_per_node=nproc,
         rdzv_host=host, rdzv_port=port, run_id=args.rdzv_id or uuid.uuid4().hex[:12],
         max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
-        standalone=args.standalone, entry=entry, local_addr=args.local_addr,
-        rdzv_conf=args.rdzv_conf)
+        standalone=args.standalone and not static, entry=[args.script, *args.script_args],
+        local_addr=args.local_addr, rdzv_conf=args.rdzv_conf, static=static,
+        node_rank=args.node_rank or 0, role=args.role,
+        command=worker_command(args),
+        output=OutputPlan(args.log_dir, args.redirects, args.tee),
+        set_omp_threads=nproc > 1 and "OMP_NUM_THREADS" not in os.environ)
+
+
+def worker_command(args: argparse.Namespace) -> List[str]:
+    """The worker's argv: the script run by this interpreter, as a module, path or executable."""
+    if args.run_path:
+        return [sys.executable, "-u", "-c", _RUN_PATH, args.script, *args.script_args]
+    if args.no_python:
+        return [args.script, *args.script_args]
+    target = ["-m", args.script] if args.module else [args.script]
+    return [sys.executable, "-u", *target, *args.script_args]

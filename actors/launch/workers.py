@@ -1,11 +1,14 @@
 """One node's worker processes: start them, forward their output by rank, watch, stop.
 
 Each worker runs in its own process session, so stopping it reaches anything it
-started; on Linux it also gets SIGKILL if the agent dies without stopping it.
+started; on Linux it also gets SIGKILL if the agent dies without stopping it. Its
+stdout and stderr go to this console with a rank prefix, to files, or both, as the
+`OutputPlan` says (torchrun's `--redirects` and `--tee`).
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import enum
 import os
@@ -17,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Deque, Dict, List, Optional
 
+from actors.launch.config import STD_ERR, STD_OUT, OutputPlan
 from actors.runtime.log import get_logger
 
 log = get_logger(__name__)
@@ -68,16 +72,20 @@ def _die_with_parent() -> None:
 class Worker:
     """One worker process and the threads that copy its output with a rank prefix."""
 
-    def __init__(self, rank: int, local_rank: int, argv: List[str], env: Dict[str, str]):
+    def __init__(self, rank: int, local_rank: int, argv: List[str], env: Dict[str, str],
+                 output: Optional[OutputPlan] = None, log_dir: Optional[str] = None):
         self.rank, self.local_rank = rank, local_rank
         self.tail: Deque[str] = collections.deque(maxlen=TAIL_LINES)
+        output = output or OutputPlan(None, {}, {})
+        sinks = [self._sinks(output, log_dir, STD_OUT, "stdout", sys.stdout),
+                 self._sinks(output, log_dir, STD_ERR, "stderr", sys.stderr)]
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      preexec_fn=_die_with_parent)
         self._readers = [
-            threading.Thread(target=self._forward, args=(self.proc.stdout, sys.stdout, False),
+            threading.Thread(target=self._forward, args=(self.proc.stdout, *sinks[0], False),
                              name=f"rank{rank}-stdout", daemon=True),
-            threading.Thread(target=self._forward, args=(self.proc.stderr, sys.stderr, True),
+            threading.Thread(target=self._forward, args=(self.proc.stderr, *sinks[1], True),
                              name=f"rank{rank}-stderr", daemon=True),
         ]
         for reader in self._readers:
@@ -88,17 +96,34 @@ class Worker:
     def pid(self) -> int:
         return self.proc.pid
 
-    def _forward(self, source: IO[bytes], sink: IO[str], keep_tail: bool) -> None:
+    def _sinks(self, output: OutputPlan, log_dir: Optional[str], stream: int, name: str,
+               console: IO[str]) -> tuple:
+        """(console or None, file path or None) for one of the worker's streams."""
+        path = None
+        if log_dir is not None and output.to_file(self.local_rank, stream):
+            folder = os.path.join(log_dir, str(self.local_rank))
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, f"{name}.log")
+        return (console if output.to_console(self.local_rank, stream) else None), path
+
+    def _forward(self, source: IO[bytes], console: Optional[IO[str]], path: Optional[str],
+                 keep_tail: bool) -> None:
         prefix = f"[rank{self.rank}]: "
-        for raw in source:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            if keep_tail:
-                self.tail.append(line)
-            try:
-                sink.write(prefix + line + "\n")
-                sink.flush()
-            except (OSError, ValueError):
-                pass  # our own output is gone; keep draining so the worker never blocks
+        with contextlib.ExitStack() as files:
+            log_file = files.enter_context(open(path, "a", encoding="utf-8")) if path else None
+            for raw in source:
+                line = raw.decode("utf-8", "replace").rstrip("\n")
+                if keep_tail:
+                    self.tail.append(line)
+                if log_file is not None:
+                    log_file.write(line + "\n")
+                    log_file.flush()
+                if console is not None:
+                    try:
+                        console.write(prefix + line + "\n")
+                        console.flush()
+                    except (OSError, ValueError):
+                        pass  # our own output is gone; keep draining so the worker never blocks
         source.close()
 
     def poll(self) -> Optional[int]:
@@ -125,11 +150,15 @@ class WorkerGroup:
         self.workers = workers
 
     @classmethod
-    def start(cls, argv: List[str], envs: List[Dict[str, str]]) -> "WorkerGroup":
+    def start(cls, argv: List[str], envs: List[Dict[str, str]],
+              output: Optional[OutputPlan] = None, log_dir: Optional[str] = None
+              ) -> "WorkerGroup":
+        """Start one worker per environment; output files (if any) go under `log_dir`."""
         workers = []
         try:
             for env in envs:
-                workers.append(Worker(int(env["RANK"]), int(env["LOCAL_RANK"]), argv, env))
+                workers.append(Worker(int(env["RANK"]), int(env["LOCAL_RANK"]), argv, env,
+                                      output, log_dir))
         except BaseException:
             cls(workers).stop(0.0)
             raise

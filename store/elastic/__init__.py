@@ -14,12 +14,14 @@ from store.elastic.registry import (RendezvousHandlerRegistry, RendezvousParamet
                                     rendezvous_handler_registry)
 from store.elastic.settings import NodeDesc, RendezvousSettings, RendezvousTimeout
 from store.elastic.state import RendezvousState
+from store.elastic.static import StaticRendezvousHandler
 
 __all__ = [
     "DynamicRendezvousHandler", "RendezvousInfo", "RendezvousStoreInfo", "RendezvousTimeout",
     "RendezvousSettings", "RendezvousBackend", "StoreRendezvousBackend", "C10dRendezvousBackend",
     "RendezvousParameters", "RendezvousHandlerRegistry", "rendezvous_handler_registry",
-    "get_rendezvous_handler", "create_handler", "RendezvousState", "NodeDesc",
+    "get_rendezvous_handler", "create_handler", "StaticRendezvousHandler", "RendezvousState",
+    "NodeDesc",
     "RendezvousError", "RendezvousClosedError", "RendezvousTimeoutError",
     "RendezvousStateError", "RendezvousConnectionError",
 ]

@@ -4,14 +4,15 @@
 gives a `DynamicRendezvousHandler` whose state and round stores live in a TCPStore
 at the endpoint, hosted by the first process that can bind it. Backends: "c10d"
 (the state in a store; `store_type=file` keeps it in a FileStore at the endpoint
-path) and "store", its alias. Other backends are added with
-`rendezvous_handler_registry.register(name, creator)`.
+path), "store", its alias, and "static" (fixed membership: the option `rank` is this
+node's rank among `max_nodes`, and rank 0 hosts the store). Other backends are added
+with `rendezvous_handler_registry.register(name, creator)`.
 """
 from __future__ import annotations
 
 import socket
 from datetime import timedelta
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from actors.runtime import AddressInUseError
 from actors.runtime.log import get_logger
@@ -20,6 +21,7 @@ from store.elastic.backend import C10dRendezvousBackend, StoreRendezvousBackend
 from store.elastic.errors import RendezvousConnectionError
 from store.elastic.handler import DynamicRendezvousHandler
 from store.elastic.settings import RendezvousTimeout
+from store.elastic.static import StaticRendezvousHandler
 from store.errors import StoreError
 
 log = get_logger(__name__)
@@ -84,7 +86,8 @@ class RendezvousParameters:
                 f"max_nodes={self.max_nodes})")
 
 
-HandlerCreator = Callable[[RendezvousParameters], DynamicRendezvousHandler]
+RendezvousHandler = Union[DynamicRendezvousHandler, StaticRendezvousHandler]
+HandlerCreator = Callable[[RendezvousParameters], RendezvousHandler]
 
 
 class RendezvousHandlerRegistry:
@@ -103,7 +106,7 @@ class RendezvousHandlerRegistry:
                              f"with {current!r}")
         self._creators[backend] = creator
 
-    def create_handler(self, params: RendezvousParameters) -> DynamicRendezvousHandler:
+    def create_handler(self, params: RendezvousParameters) -> RendezvousHandler:
         """The handler for `params.backend`; ValueError naming the known backends otherwise."""
         creator = self._creators.get(params.backend)
         if creator is None:
@@ -119,7 +122,7 @@ class RendezvousHandlerRegistry:
 rendezvous_handler_registry = RendezvousHandlerRegistry()
 
 
-def get_rendezvous_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
+def get_rendezvous_handler(params: RendezvousParameters) -> RendezvousHandler:
     """A handler from the global registry (torch's `registry.get_rendezvous_handler`)."""
     return rendezvous_handler_registry.create_handler(params)
 
@@ -184,7 +187,20 @@ def _create_c10d_handler(params: RendezvousParameters) -> DynamicRendezvousHandl
     return create_handler(store, backend_type(store, params.run_id), params)
 
 
-def _open_store(params: RendezvousParameters) -> Store:
+def _create_static_handler(params: RendezvousParameters) -> StaticRendezvousHandler:
+    rank = params.get_as_int("rank")
+    if rank is None:
+        raise ValueError("the static rendezvous needs the option rank (this node's rank)")
+    if params.min_nodes != params.max_nodes:
+        raise ValueError(f"the static rendezvous needs a fixed number of nodes, got "
+                         f"{params.min_nodes}:{params.max_nodes}")
+    store = _open_store(params, is_host=rank == 0)
+    return StaticRendezvousHandler(store, params.run_id, rank, params.max_nodes,
+                                   _seconds(params, "join_timeout") or 600.0,
+                                   params.local_addr)
+
+
+def _open_store(params: RendezvousParameters, is_host: Optional[bool] = None) -> Store:
     store_type = str(params.get("store_type", "tcp")).lower()
     if store_type == "file":
         from store.file_store import FileStore
@@ -199,16 +215,20 @@ def _open_store(params: RendezvousParameters) -> Store:
     if read_timeout <= 0:
         raise ValueError(f"read_timeout must be positive, got {read_timeout}")
     try:
-        return open_rendezvous_store(host, port, read_timeout, params.get_as_bool("is_host"))
+        if is_host is None:
+            is_host = params.get_as_bool("is_host")
+        return open_rendezvous_store(host, port, read_timeout, is_host)
     except (StoreError, OSError) as exc:
         raise RendezvousConnectionError(
             f"cannot reach the rendezvous store at {host}:{port}: {exc}") from exc
 
 
-def _seconds(params: RendezvousParameters, key: str) -> Optional[Any]:
+def _seconds(params: RendezvousParameters, key: str) -> Optional[float]:
     value = params.get(key)
-    if value is None or isinstance(value, timedelta):
-        return value
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return value.total_seconds()
     try:
         return float(value)
     except (TypeError, ValueError):
@@ -235,3 +255,4 @@ def _own_address() -> Optional[str]:
 
 rendezvous_handler_registry.register("c10d", _create_c10d_handler)
 rendezvous_handler_registry.register("store", _create_c10d_handler)
+rendezvous_handler_registry.register("static", _create_static_handler)

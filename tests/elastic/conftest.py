@@ -86,3 +86,11 @@ def cluster() -> Iterator[Cluster]:
         with contextlib.ExitStack() as stack:
             stack.callback(store.close)
             group.stop()
+
+
+@pytest.fixture
+def agents():
+    started = []
+    yield started
+    for agent in started:
+        agent.kill()

@@ -7,9 +7,10 @@ import queue
 import select
 import subprocess
 import sys
+import textwrap
 import threading
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 AGENT_TIMEOUT = 60.0
@@ -18,9 +19,16 @@ AGENT_TIMEOUT = 60.0
 class Agent:
     """One launcher process; its merged output is kept line by line."""
 
-    def __init__(self, args: List[str], cwd: Optional[pathlib.Path] = None):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), ACTORGRAD_LOG_LEVEL="warning")
-        self.proc = subprocess.Popen([sys.executable, "-m", "actors.launch", *args],
+    def __init__(self, args: List[str], cwd: Optional[pathlib.Path] = None,
+                 env: Optional[Dict[str, Optional[str]]] = None,
+                 command: Optional[List[str]] = None):
+        """`env` adds variables (None removes one); `command` replaces python -m actors.launch."""
+        merged = dict(os.environ, PYTHONPATH=str(ROOT), ACTORGRAD_LOG_LEVEL="warning")
+        for name, value in (env or {}).items():
+            merged.pop(name, None) if value is None else merged.__setitem__(name, value)
+        env = merged
+        command = command or [sys.executable, "-m", "actors.launch"]
+        self.proc = subprocess.Popen([*command, *args],
                                      cwd=str(cwd or ROOT), env=env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True)
         self.lines: List[str] = []
@@ -98,3 +106,17 @@ def kill_quietly(pid: int) -> None:
         os.kill(pid, 9)
     except ProcessLookupError:
         pass
+
+
+def script(tmp_path, name, body):
+    """Write a worker script (dedented) into `tmp_path`; its path."""
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def launch(agents, *args):
+    """Start an agent that the `agents` fixture kills at the end of the test."""
+    agent = Agent(list(args))  # cwd: the repository, so examples/ paths work
+    agents.append(agent)
+    return agent

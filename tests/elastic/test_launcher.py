@@ -1,36 +1,15 @@
 """`python -m actors.launch`: real agents, real worker processes, real failures."""
 import os
 import signal
-import textwrap
 
 import pytest
 
-from tests.elastic.launcher import Agent, kill_quietly, wait_gone
+from tests.elastic.launcher import kill_quietly, launch, script, wait_gone
 from tests.net import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
 FAST_CONF = "last_call_timeout=0.3,keep_alive_interval=0.5"
-
-
-def script(tmp_path, name, body):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(body))
-    return str(path)
-
-
-@pytest.fixture
-def agents():
-    started = []
-    yield started
-    for agent in started:
-        agent.kill()
-
-
-def launch(agents, *args):
-    agent = Agent(list(args))  # cwd: the repository, so examples/ paths work
-    agents.append(agent)
-    return agent
 
 
 def test_a_script_that_fails_once_succeeds_after_a_restart(tmp_path, agents):

@@ -98,6 +98,13 @@ def test_the_file_store_type_keeps_the_state_in_a_file_like_torch(tmp_path):
         handler.shutdown()
 
 
+def test_the_static_backend_needs_a_rank_and_a_fixed_size_like_torch():
+    with pytest.raises(ValueError, match="needs the option rank"):
+        get_rendezvous_handler(RendezvousParameters("static", "127.0.0.1:1", "s", 2, 2))
+    with pytest.raises(ValueError, match="fixed number of nodes"):
+        get_rendezvous_handler(RendezvousParameters("static", "127.0.0.1:1", "s", 1, 2, rank=0))
+
+
 def test_endpoints_parse_as_in_torch():
     assert parse_rendezvous_endpoint("node1:1234") == ("node1", 1234)
     assert parse_rendezvous_endpoint("node1") == ("node1", 29400)
@@ -116,10 +123,10 @@ def test_a_client_with_no_host_to_reach_raises_the_connection_error_like_torch()
     assert time.monotonic() - started < 10
 
 
-def join_through_registry(results, port: int, backend: str) -> None:
+def join_through_registry(results, port: int, backend: str, options: dict) -> None:
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
     handler = get_rendezvous_handler(RendezvousParameters(
-        backend, f"127.0.0.1:{port}", "reg", 2, 2, local_addr="127.0.0.1", **QUICK))
+        backend, f"127.0.0.1:{port}", "reg", 2, 2, local_addr="127.0.0.1", **QUICK, **options))
     try:
         info = handler.next_rendezvous()
         bootstrap = info.bootstrap_store_info
@@ -133,10 +140,11 @@ def join_through_registry(results, port: int, backend: str) -> None:
         handler.shutdown()
 
 
-@pytest.mark.parametrize("backend", ["c10d", "store"])
+@pytest.mark.parametrize("backend", ["c10d", "store", "static"])
 def test_two_processes_get_handlers_from_the_registry_and_one_hosts_the_store(backend):
     port, results = free_port(), ctx.Queue()
-    with spawned(join_through_registry, [(results, port, backend)] * 2):
+    options = [{"rank": 1}, {"rank": 0}] if backend == "static" else [{}, {}]
+    with spawned(join_through_registry, [(results, port, backend, o) for o in options]):
         got = sorted(results.get(timeout=40) for _ in range(2))
     assert [g[:3] for g in got] == [(0, 2, backend), (1, 2, backend)]
     assert got[0][3:] == got[1][3:] and got[0][3] == "127.0.0.1"

@@ -1,0 +1,148 @@
+"""torchrun's options on `python -m actors.launch` / `actorrun`: real agents and workers."""
+import json
+import os
+import shutil
+import stat
+
+import pytest
+
+from actors.launch.config import parse_args
+from tests.elastic.launcher import Agent, launch, script
+from tests.net import free_port
+
+pytestmark = pytest.mark.timeout(120)
+
+ENV_SCRIPT = """
+    import json, os, sys
+    names = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "GROUP_RANK", "ROLE_NAME", "ROLE_RANK",
+             "ROLE_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+             "TORCHELASTIC_RUN_ID", "OMP_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT"]
+    print("ENV " + json.dumps(dict({n: os.environ.get(n) for n in names},
+                                   argv=sys.argv[1:], name=__name__)))
+    print("on stderr", file=sys.stderr)
+    """
+
+
+def envs_of(*agents_):
+    lines = [line for agent in agents_ for line in agent.lines if "ENV " in line]
+    return sorted((json.loads(line.split("ENV ", 1)[1]) for line in lines),
+                  key=lambda env: int(env["RANK"]))
+
+
+def test_static_mode_runs_node_ranks_against_node_zeros_store_like_torchrun(tmp_path, agents):
+    path = script(tmp_path, "env.py", ENV_SCRIPT)
+    port = free_port()
+    common = ["--nnodes", "2", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
+              "--master-port", str(port), "--rdzv-id", "static-run"]
+    second = launch(agents, *common, "--node-rank", "1", path, "x")
+    first = launch(agents, *common, "--node-rank", "0", path, "x")
+    assert first.finish() == 0, first.output
+    assert second.finish() == 0, second.output
+    envs = envs_of(first, second)
+    assert [(e["RANK"], e["GROUP_RANK"], e["WORLD_SIZE"]) for e in envs] == [
+        ("0", "0", "4"), ("1", "0", "4"), ("2", "1", "4"), ("3", "1", "4")]
+    assert len({(e["MASTER_ADDR"], e["MASTER_PORT"]) for e in envs}) == 1
+    assert all(e["TORCHELASTIC_RUN_ID"] == "static-run" for e in envs)
+
+
+def test_workers_get_torchruns_role_and_torchelastic_variables(tmp_path, agents):
+    path = script(tmp_path, "env.py", ENV_SCRIPT)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--role", "trainer",
+                   "--max-restarts", "2", "--rdzv-id", "roles", path)
+    assert agent.finish() == 0, agent.output
+    envs = envs_of(agent)
+    assert [(e["ROLE_NAME"], e["ROLE_RANK"], e["ROLE_WORLD_SIZE"]) for e in envs] == [
+        ("trainer", "0", "2"), ("trainer", "1", "2")]
+    assert {(e["TORCHELASTIC_RESTART_COUNT"], e["TORCHELASTIC_MAX_RESTARTS"],
+             e["TORCHELASTIC_RUN_ID"]) for e in envs} == {("0", "2", "roles")}
+
+
+def test_omp_num_threads_is_one_per_worker_with_a_notice_like_torchrun(tmp_path, agents):
+    path = script(tmp_path, "env.py", ENV_SCRIPT)
+    agent = Agent(["--standalone", "--nproc-per-node", "2", path],
+                  env={"OMP_NUM_THREADS": None})
+    agents.append(agent)
+    assert agent.finish() == 0, agent.output
+    assert {e["OMP_NUM_THREADS"] for e in envs_of(agent)} == {"1"}
+    assert "omp_num_threads_set" in agent.output
+    kept = Agent(["--standalone", "--nproc-per-node", "2", path], env={"OMP_NUM_THREADS": "3"})
+    agents.append(kept)
+    assert kept.finish() == 0, kept.output
+    assert {e["OMP_NUM_THREADS"] for e in envs_of(kept)} == {"3"}
+    assert "omp_num_threads_set" not in kept.output
+
+
+def test_redirects_and_tee_write_per_rank_files_under_the_log_dir_like_torchrun(tmp_path,
+                                                                                agents):
+    path = script(tmp_path, "env.py", ENV_SCRIPT)
+    logs = tmp_path / "logs"
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--rdzv-id", "files",
+                   "--log-dir", str(logs), "--redirects", "0:3", "--tee", "1:1", path)
+    assert agent.finish() == 0, agent.output
+    attempt = logs / "files" / "attempt_0"
+    assert "ENV " in (attempt / "0" / "stdout.log").read_text()
+    assert "on stderr" in (attempt / "0" / "stderr.log").read_text()
+    assert "ENV " in (attempt / "1" / "stdout.log").read_text()
+    assert not (attempt / "1" / "stderr.log").exists()
+    assert not any(line.startswith("[rank0]:") for line in agent.lines)  # redirected
+    assert any(line.startswith("[rank1]: ENV ") for line in agent.lines)  # teed
+    assert "[rank1]: on stderr" in agent.output  # not teed, not redirected
+
+
+def test_no_python_runs_the_script_as_an_executable_like_torchrun(tmp_path, agents):
+    path = tmp_path / "run.sh"
+    path.write_text("#!/bin/sh\necho \"shell rank $RANK args $*\"\n")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--no-python", str(path),
+                   "a", "b")
+    assert agent.finish() == 0, agent.output
+    assert "[rank1]: shell rank 1 args a b" in agent.output
+
+
+def test_run_path_runs_the_script_as_main_with_its_arguments_like_torchrun(tmp_path, agents):
+    path = script(tmp_path, "env.py", ENV_SCRIPT)
+    agent = launch(agents, "--standalone", "--run-path", "--start-method", "spawn", path, "y")
+    assert agent.finish() == 0, agent.output
+    assert [(e["name"], e["argv"]) for e in envs_of(agent)] == [("__main__", ["y"])]
+
+
+def test_actorrun_is_the_same_command():
+    exe = shutil.which("actorrun")
+    if exe is None and not os.environ.get("CI"):
+        pytest.skip("the package is not installed here (pip install -e . makes actorrun)")
+    assert exe is not None, "pip install -e . should have made the actorrun command"
+    agent = Agent(["--help"], command=[exe])
+    try:
+        assert agent.finish() == 0
+        assert "--nproc-per-node" in agent.output and "--node-rank" in agent.output
+    finally:
+        agent.kill()
+
+
+@pytest.mark.parametrize("text,expected", [("cpu", os.cpu_count()), ("auto", os.cpu_count()),
+                                           ("3", 3)])
+def test_nproc_per_node_takes_auto_and_cpu_like_torchrun(text, expected):
+    assert parse_args(["--nproc-per-node", text, "x.py"]).nproc_per_node == expected
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--nproc-per-node", "gpu", "x.py"], "CPUs only"),
+    (["--nnodes", "1:2", "--node-rank", "0", "x.py"], "static mode needs a fixed --nnodes"),
+    (["--nnodes", "2", "--node-rank", "2", "x.py"], "must be below --nnodes 2"),
+    (["--no-python", "-m", "x"], "--no-python and --module exclude each other"),
+    (["--redirects", "5", "x.py"], "expected 0 (none)"),
+])
+def test_bad_torchrun_options_fail_with_a_clear_error(args, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(args)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_static_mode_is_chosen_by_torchruns_options():
+    config = parse_args(["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1",
+                         "--master-port", "1234", "x.py"])
+    assert (config.static, config.node_rank, config.rdzv_host, config.rdzv_port) == (
+        True, 1, "10.0.0.1", 1234)
+    assert not parse_args(["--nnodes", "2", "--rdzv-endpoint", "h:1", "x.py"]).static
+    assert parse_args(["--rdzv-backend", "static", "x.py"]).static
