@@ -33,6 +33,9 @@ from .world import barrier, join_world
 log = get_logger(__name__)
 
 _CONNECT_TIMEOUT = 5.0
+# How long joining may take when calls have no default timeout (0), as torch's
+# rendezvous, which does not use the RPC timeout, allows by default.
+INIT_TIMEOUT = 1800.0
 
 
 class RpcAgent:
@@ -42,7 +45,8 @@ class RpcAgent:
                  timeout: float, num_worker_threads: int):
         self.name, self.rank, self.world_size = name, rank, world_size
         self.store = store
-        self.timeout = timeout
+        self.timeout = timeout  # the calls' default; 0: none
+        self.init_timeout = timeout or INIT_TIMEOUT
         self.owners = OwnerTable()
         self._ids = itertools.count(1)
         self._lost: Set[str] = set()
@@ -74,7 +78,7 @@ class RpcAgent:
         self.actor.start()
         try:
             self.directory = join_world(self.store, self.name, self.rank, self.world_size,
-                                        self.actor.address, self.timeout)
+                                        self.actor.address, self.init_timeout)
             self._joined.set()
         except BaseException:
             self.actor.stop()
@@ -214,7 +218,7 @@ class RpcAgent:
                     # Every worker of the world listens before it registers: a peer
                     # that cannot be reached soon is gone.
                     channel = Channel(self.directory.address(info),
-                                      connect_timeout=min(self.timeout, _CONNECT_TIMEOUT))
+                                      connect_timeout=min(self.init_timeout, _CONNECT_TIMEOUT))
                     self._channels[info.id] = channel
         return channel
 
@@ -267,7 +271,7 @@ class RpcAgent:
     def _caller(self, msg: Message, rank: int) -> WorkerInfo:
         """The worker that sent `msg`, noted so that its lost connection is noticed."""
         # A peer that finished joining may call before this worker has read the world.
-        if not self._joined.is_set() and not self._joined.wait(self.timeout):
+        if not self._joined.is_set() and not self._joined.wait(self.init_timeout):
             raise RpcNotInitializedError(f"worker {self.name!r} has not joined its world")
         self._sender_ranks[msg.sender] = rank
         return self.directory.resolve(rank)

@@ -13,7 +13,7 @@ from actors.runtime.tuning import keep_freed_memory, share_cores
 from store.base import Store, to_seconds
 
 from . import state
-from .agent import RpcAgent
+from .agent import INIT_TIMEOUT, RpcAgent
 from .directory import Destination, WorkerInfo
 from .errors import RpcError
 from .rref import RRef, create_remote
@@ -40,7 +40,9 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
     (default ``env://``) yields. Rank and world size default to the ``RANK`` and
     ``WORLD_SIZE`` environment variables, and the name to ``worker<rank>``, so that a
     process started by ``python -m actors.launch`` can call ``init_rpc()`` alone.
-    RpcInitError names a duplicate name or rank, or the ranks that never joined.
+    `timeout` is the calls' default (0: none) and bounds joining; with 0, joining
+    may take 30 minutes, as torch's rendezvous allows. RpcInitError names a duplicate
+    name or rank, or the ranks that never joined.
     Workers keep freed memory for reuse and share the host's cores among their BLAS
     threads (see `actors.runtime.tuning`).
     """
@@ -63,7 +65,7 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
         # join_world waits for the others itself, with errors that name who is missing.
         store, rank, world_size = next(rendezvous(
             init_method or "env://", rank, -1 if world_size is None else world_size,
-            timeout=seconds, wait_for_workers=False))
+            timeout=seconds or INIT_TIMEOUT, wait_for_workers=False))
         owns_store = True
     else:
         owns_store = False

@@ -1,4 +1,4 @@
-"""Functions and classes of the running script resolve by name on a callee running it, as in torch."""
+"""Functions and classes of the running script resolve by name where it runs, as in torch."""
 from __future__ import annotations
 
 import json

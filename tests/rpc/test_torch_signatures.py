@@ -33,3 +33,14 @@ def test_an_unknown_backend_is_refused_as_torch_refuses_it():
 def test_device_maps_are_refused_on_a_cpu_only_world():
     with pytest.raises(ValueError, match="CPUs only"):
         actors.TensorPipeRpcBackendOptions(device_maps={"w1": {0: 1}})
+
+
+def test_an_rpc_timeout_of_zero_means_calls_never_time_out_and_joining_still_works_like_torch():
+    options = actors.TensorPipeRpcBackendOptions(
+        rpc_timeout=0, init_method=f"tcp://127.0.0.1:{free_port()}")
+    actors.init_rpc("solo", rank=0, world_size=1, rpc_backend_options=options)
+    try:
+        assert actors.get_rpc_timeout() == 0
+        assert actors.rpc_sync("solo", os.getpid) == os.getpid()
+    finally:
+        actors.shutdown()
