@@ -201,8 +201,8 @@ def run_worker(rank, world_size, port, episodes, log_interval):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--world-size", type=int, default=3, help="the agent + observers")
-    parser.add_argument("--episodes", type=int, default=120)
-    parser.add_argument("--log-interval", type=int, default=20)
+    parser.add_argument("--episodes", type=int, default=150)
+    parser.add_argument("--log-interval", type=int, default=25)
     args = parser.parse_args()
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
