@@ -12,6 +12,7 @@ only, and only a receiver running the same script can call it.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, Optional, Tuple
@@ -27,7 +28,12 @@ _mp_main_by_value: list = []
 def script_path() -> Optional[str]:
     """The real path of this process's `__main__` file, or None (interactive, `-c`)."""
     path = getattr(sys.modules.get("__main__"), "__file__", None)
-    return os.path.realpath(path) if path else None
+    return _real_path(path) if path else None
+
+
+@functools.lru_cache(maxsize=8)
+def _real_path(path: str) -> str:
+    return os.path.realpath(path)
 
 
 def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
@@ -39,9 +45,10 @@ def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
     if getattr(obj, "__module__", None) not in MAIN_MODULES:
         return None
     qualname = getattr(obj, "__qualname__", "<")
+    if "<" in qualname:  # a lambda or a nested definition: no name to find it by
+        return None
     path = script_path()
-    if path is None or "<" in qualname or _lookup(sys.modules[obj.__module__], qualname) \
-            is not obj:
+    if path is None or _lookup(sys.modules[obj.__module__], qualname) is not obj:
         return None
     return resolve_script_definition, (qualname, path, _by_value(obj))
 

@@ -104,14 +104,19 @@ def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
     return out.getvalue(), buffers
 
 
+_cloudpickle_override = cloudpickle.Pickler.reducer_override
+
+
 class _ScriptAwarePickler(cloudpickle.Pickler):
     """cloudpickle, except that the script's own definitions go by reference first."""
 
     def reducer_override(self, obj: Any) -> Any:
-        reduction = reduce_script_definition(obj)
-        if reduction is not None:
-            return reduction
-        return super().reducer_override(obj)
+        # Called for every object pickled: the test that rules most out comes first.
+        if isinstance(obj, (types.FunctionType, type)) and obj.__module__ in MAIN_MODULES:
+            reduction = reduce_script_definition(obj)
+            if reduction is not None:
+                return reduction
+        return _cloudpickle_override(self, obj)
 
 
 def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:
