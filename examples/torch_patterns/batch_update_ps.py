@@ -10,9 +10,7 @@ digits data replaces the tutorial's random images; the loss is MSE against one-h
 labels, as there.
 Run: ``python examples/torch_patterns/batch_update_ps.py``.
 """
-import multiprocessing as mp
 import os
-import socket
 import sys
 import threading
 from datetime import datetime
@@ -23,6 +21,7 @@ os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
 
 import numpy as np  # noqa: E402
 from _world import digits  # noqa: E402
+from torch_patterns._spawn import free_port, spawn  # noqa: E402
 
 import actors as rpc  # noqa: E402
 import engine as torch  # noqa: E402
@@ -141,19 +140,4 @@ def run(rank, world_size, port):
 
 if __name__ == "__main__":
     world_size = 4  # the server and three trainers
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    processes = [ctx.Process(target=run, args=(rank, world_size, port))
-                 for rank in range(world_size)]
-    try:
-        for p in processes:
-            p.start()
-        for p in processes:
-            p.join(120)
-    finally:
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-    sys.exit(0 if all(p.exitcode == 0 for p in processes) else 1)
+    spawn(run, args=(world_size, free_port()), nprocs=world_size)

@@ -9,9 +9,7 @@ distributed autograd and a `DistributedOptimizer`. The digits data replaces MNIS
 Run: ``python examples/torch_patterns/parameter_server.py``.
 """
 import argparse
-import multiprocessing as mp
 import os
-import socket
 import sys
 from threading import Lock
 
@@ -21,6 +19,7 @@ os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
 
 import numpy as np  # noqa: E402
 from _world import digits  # noqa: E402
+from torch_patterns._spawn import free_port, spawn  # noqa: E402
 
 import actors as rpc  # noqa: E402
 import engine as torch  # noqa: E402
@@ -135,27 +134,16 @@ def main():
     parser.add_argument("--world-size", type=int, default=3, help="server + trainers")
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    ctx = mp.get_context("spawn")
-    processes = [ctx.Process(target=run_parameter_server, args=(0, args.world_size))]
-    processes += [ctx.Process(target=run_worker, args=(rank, args.world_size, rank - 1,
-                                                       args.epochs))
-                  for rank in range(1, args.world_size)]
-    try:
-        for p in processes:
-            p.start()
-        for p in processes:
-            p.join(120)
-    finally:
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-    failed = [p.exitcode for p in processes if p.exitcode != 0]
-    print("all processes finished" if not failed else f"failed exit codes: {failed}")
-    sys.exit(1 if failed else 0)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(free_port())
+    spawn(run_process, args=(args.world_size, args.epochs), nprocs=args.world_size)
+    print("all processes finished")
+
+
+def run_process(rank, world_size, epochs):
+    if rank == 0:
+        run_parameter_server(rank, world_size)
+    else:
+        run_worker(rank, world_size, rank - 1, epochs)
 
 
 if __name__ == "__main__":

@@ -11,18 +11,18 @@ Run: ``python examples/torch_patterns/rl_observer_agent.py [--episodes N]``.
 """
 import argparse
 import math
-import multiprocessing as mp
 import os
-import socket
 import sys
 import threading
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
 
 import numpy as np  # noqa: E402
 
 import actors as rpc  # noqa: E402
+from torch_patterns._spawn import free_port, spawn  # noqa: E402
 import engine as torch  # noqa: E402
 from actors import RRef, remote, rpc_async, rpc_sync  # noqa: E402
 from engine import nn, optim  # noqa: E402
@@ -204,20 +204,5 @@ if __name__ == "__main__":
     parser.add_argument("--episodes", type=int, default=150)
     parser.add_argument("--log-interval", type=int, default=25)
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        free_port = sock.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    processes = [ctx.Process(target=run_worker, args=(rank, args.world_size, free_port,
-                                                      args.episodes, args.log_interval))
-                 for rank in range(args.world_size)]
-    try:
-        for p in processes:
-            p.start()
-        for p in processes:
-            p.join(300)
-    finally:
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-    sys.exit(0 if all(p.exitcode == 0 for p in processes) else 1)
+    spawn(run_worker, args=(args.world_size, free_port(), args.episodes, args.log_interval),
+          nprocs=args.world_size)

@@ -10,9 +10,7 @@ both shards work on different micro-batches at once. Distributed autograd and a
 ResNet50 on random images; the loss is MSE against one-hot labels, as there.
 Run: ``python examples/torch_patterns/rref_pipeline.py``.
 """
-import multiprocessing as mp
 import os
-import socket
 import sys
 import threading
 import time
@@ -23,6 +21,7 @@ os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
 
 import numpy as np  # noqa: E402
 from _world import digits  # noqa: E402
+from torch_patterns._spawn import free_port, spawn  # noqa: E402
 
 import actors as rpc  # noqa: E402
 import engine as torch  # noqa: E402
@@ -130,28 +129,8 @@ def run_worker(rank, world_size, split_size, port):
     rpc.shutdown()
 
 
-def spawn(fn, args, nprocs):
-    """torch.multiprocessing.spawn's job: fn(rank, *args) in `nprocs` processes, joined."""
-    ctx = mp.get_context("spawn")
-    processes = [ctx.Process(target=fn, args=(rank, *args)) for rank in range(nprocs)]
-    try:
-        for p in processes:
-            p.start()
-        for p in processes:
-            p.join(120)
-    finally:
-        for p in processes:
-            if p.is_alive():
-                p.kill()
-    if any(p.exitcode != 0 for p in processes):
-        raise SystemExit(f"a process failed: {[p.exitcode for p in processes]}")
-
-
 if __name__ == "__main__":
     world_size = 3
     for num_split in [64, 16, 8]:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            free_port = sock.getsockname()[1]
-        spawn(run_worker, args=(world_size, num_split, free_port), nprocs=world_size)
+        spawn(run_worker, args=(world_size, num_split, free_port()), nprocs=world_size)
     print("pipeline done")
