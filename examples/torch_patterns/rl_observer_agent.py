@@ -6,7 +6,8 @@ episode, the observers step their own environment and call back the agent throug
 its RRef, `select_action` for every step and `report_reward` after it; the agent
 then updates the policy with REINFORCE, locally. gym is not a dependency: a numpy
 CartPole with gym's dynamics and rewards stands in for `gym.make("CartPole-v1")`,
-and a small `Categorical` replaces torch.distributions'.
+and a small `Categorical` replaces torch.distributions'. Each observer's random
+draws come from its own seeds, so every run gives the same rewards.
 Run: ``python examples/torch_patterns/rl_observer_agent.py [--episodes N]``.
 """
 import argparse
@@ -125,7 +126,7 @@ class Agent:
         self.eps = np.finfo(np.float32).eps.item()
         self.running_reward = 0
         self.lock = threading.Lock()  # observers call select_action at the same time
-        self.rng = np.random.default_rng(SEED)
+        self.calls = {}
         for ob_rank in range(1, world_size):
             ob_info = rpc.get_worker_info(OBSERVER_NAME.format(ob_rank))
             self.ob_rrefs.append(remote(ob_info, Observer))
@@ -135,8 +136,12 @@ class Agent:
     def select_action(self, ob_id, state):
         state = torch.from_numpy(state).reshape(1, 4)
         with self.lock:
+            # Each observer's n-th call draws from its own seed, so a run repeats
+            # whatever order the observers' calls arrive in.
+            self.calls[ob_id] = self.calls.get(ob_id, 0) + 1
+            rng = torch.manual_seed([SEED, ob_id, self.calls[ob_id]])
             probs = self.policy(state)
-            m = Categorical(probs, self.rng)
+            m = Categorical(probs, rng)
             action = m.sample()
         self.saved_log_probs[ob_id].append(m.log_prob(action))
         return action
