@@ -46,7 +46,7 @@ def test_the_async_execution_server_answers_all_trainers_once_per_batch_as_in_to
 def test_the_observers_call_the_agent_back_through_its_rref_and_the_policy_learns():
     out = run_pattern("rl_observer_agent.py")
     averages = [float(a) for a in re.findall(r"Average reward: ([\d.]+)", out)]
-    assert len(averages) == 6
-    # Runs repeat (the agent reseeds per observer call): 16.5 at episode 25, 126.7 at
-    # its best; REINFORCE's running average need not end on its best.
-    assert max(averages) >= 45.0 and max(averages) >= 2.5 * averages[0]
+    assert len(averages) == 4
+    # Runs repeat (the agent reseeds per observer call): 16.5 at episode 25, 111.8
+    # at episode 100 on this machine; the margins allow for other BLAS builds.
+    assert averages[-1] >= 45.0 and averages[-1] >= 2.5 * averages[0]

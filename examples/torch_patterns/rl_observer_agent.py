@@ -206,7 +206,7 @@ def run_worker(rank, world_size, port, episodes, log_interval):
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--world-size", type=int, default=3, help="the agent + observers")
-    parser.add_argument("--episodes", type=int, default=150)
+    parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--log-interval", type=int, default=25)
     args = parser.parse_args()
     spawn(run_worker, args=(args.world_size, free_port(), args.episodes, args.log_interval),
