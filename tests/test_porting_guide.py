@@ -26,13 +26,14 @@ def losses(output: str) -> dict:
     return table
 
 
-def run(command, tmp_path, source):
+def run(command, tmp_path, source, clean_exit=True):
     script = tmp_path / "train.py"
     script.write_text(source)
     env = dict(os.environ, PYTHONPATH=str(ROOT), ACTORGRAD_LOG_LEVEL="warning")
     out = subprocess.run([*command, "--standalone", "--nproc-per-node", "2", str(script)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=200)
-    assert out.returncode == 0, out.stdout + out.stderr
+    if clean_exit:
+        assert out.returncode == 0, out.stdout + out.stderr
     return losses(out.stdout)
 
 
@@ -56,6 +57,10 @@ def test_the_ported_script_trains_under_the_launcher_on_both_ranks(tmp_path):
 def test_the_torch_script_trains_the_same_way_under_torchrun(tmp_path):
     if importlib.util.find_spec("torch") is None:
         pytest.skip("torch is not installed: the comparison needs it")
-    table = run([sys.executable, "-m", "torch.distributed.run"], tmp_path, guide_blocks()[0])
+    # gloo's workers sometimes abort in their exit handlers after the script has
+    # finished ("terminate called without an active exception"): judge the training.
+    table = run([sys.executable, "-m", "torch.distributed.run"], tmp_path, guide_blocks()[0],
+                clean_exit=False)
+    assert sorted(table) == [0, 1] and all(59 in steps for steps in table.values())
     for steps in table.values():
         assert steps[59] < steps[0] / 3
