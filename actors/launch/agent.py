@@ -17,10 +17,11 @@ from typing import Dict, List, Optional
 from actors.launch.config import LaunchConfig
 from actors.launch.workers import GroupState, WorkerFailure, WorkerGroup
 from actors.runtime.log import get_logger
+from store.barrier import barrier
 from store.base import Store
 from store.errors import StoreError
-from store.elastic import (DynamicRendezvousHandler, RendezvousError, RendezvousStoreInfo,
-                           RendezvousTimeout, StaticRendezvousHandler, StoreRendezvousBackend)
+from store.elastic import (RendezvousError, RendezvousParameters, RendezvousStoreInfo,
+                           StaticRendezvousHandler, StoreRendezvousBackend, create_handler)
 
 log = get_logger(__name__)
 
@@ -134,9 +135,7 @@ class ElasticAgent:
         """Wait (bounded) for every node of the round to finish, so a store host outlives them."""
         store, nodes = self._round_store, self._nodes
         try:
-            if store.add("exit_barrier", 1) >= nodes:
-                store.set("exit_barrier_done", b"1")
-            store.wait(["exit_barrier_done"], self._config.exit_barrier_timeout)
+            barrier(store, "exit_barrier", nodes, self._config.exit_barrier_timeout)
         except (TimeoutError, OSError, RuntimeError) as exc:
             log.warning("agent_exit_barrier_incomplete", run_id=self._config.run_id,
                         error=str(exc))
@@ -149,17 +148,11 @@ class ElasticAgent:
 
 def rendezvous_handler(config: LaunchConfig, store: Store):
     """The node's rendezvous: fixed membership in static mode, else the dynamic one."""
-    conf = config.conf
     if config.static:
         return StaticRendezvousHandler(store, config.run_id, config.node_rank,
-                                       config.max_nodes, conf("join_timeout", 600),
+                                       config.max_nodes, config.conf("join_timeout", 600),
                                        config.local_addr)
-    timeout = RendezvousTimeout(join=conf("join_timeout", 600),
-                                last_call=conf("last_call_timeout", 30),
-                                close=conf("close_timeout", 30),
-                                heartbeat=conf("heartbeat_timeout", 5))
-    return DynamicRendezvousHandler.from_backend(
-        config.run_id, store, StoreRendezvousBackend(store, config.run_id),
-        config.min_nodes, config.max_nodes, config.local_addr, timeout,
-        keep_alive_interval=conf("keep_alive_interval", 5),
-        keep_alive_max_attempt=int(conf("keep_alive_max_attempt", 3)))
+    params = RendezvousParameters("store", f"{config.rdzv_host}:{config.rdzv_port}",
+                                  config.run_id, config.min_nodes, config.max_nodes,
+                                  config.local_addr, **config.rdzv_conf)
+    return create_handler(store, StoreRendezvousBackend(store, config.run_id), params)

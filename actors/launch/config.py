@@ -10,8 +10,6 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from store.elastic.registry import DEFAULT_PORT, parse_rendezvous_endpoint
 
-
-
 STD_NONE, STD_OUT, STD_ERR, STD_ALL = 0, 1, 2, 3
 _RUN_PATH = ("import runpy, sys; sys.argv = sys.argv[1:]; "
              "runpy.run_path(sys.argv[0], run_name='__main__')")
@@ -25,9 +23,9 @@ class OutputPlan:
     Std codes); the files are `<log_dir>/<run_id>/attempt_<restart>/<local_rank>/std{out,err}.log`.
     """
 
-    log_dir: Optional[str]
-    redirects: Dict[int, int]
-    tee: Dict[int, int]
+    log_dir: Optional[str] = None
+    redirects: Dict[int, int] = field(default_factory=dict)
+    tee: Dict[int, int] = field(default_factory=dict)
 
     def to_file(self, local_rank: int, stream: int) -> bool:
         return bool((_code(self.redirects, local_rank) | _code(self.tee, local_rank)) & stream)
@@ -64,7 +62,7 @@ class LaunchConfig:
     node_rank: int = 0
     role: str = "default"
     command: List[str] = field(default_factory=list)  # the worker's whole argv
-    output: OutputPlan = field(default_factory=lambda: OutputPlan(None, {}, {}))
+    output: OutputPlan = field(default_factory=OutputPlan)
     set_omp_threads: bool = False  # OMP_NUM_THREADS=1 for each worker, as torchrun does
 
     def conf(self, name: str, default: Optional[float]) -> Optional[float]:

@@ -76,7 +76,7 @@ class Worker:
                  output: Optional[OutputPlan] = None, log_dir: Optional[str] = None):
         self.rank, self.local_rank = rank, local_rank
         self.tail: Deque[str] = collections.deque(maxlen=TAIL_LINES)
-        output = output or OutputPlan(None, {}, {})
+        output = output or OutputPlan()
         sinks = [self._sinks(output, log_dir, STD_OUT, "stdout", sys.stdout),
                  self._sinks(output, log_dir, STD_ERR, "stderr", sys.stderr)]
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,

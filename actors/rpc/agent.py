@@ -20,6 +20,7 @@ from actors.runtime import Actor, ActorError, Future, Kind, Message, PeerLostErr
 from actors.runtime.channel import Channel
 from actors.runtime.futures import completed, failed
 from actors.runtime.log import get_logger
+from store.barrier import arrive, barrier, wait_open
 from store.base import Store
 
 from . import hooks as hook_registry
@@ -28,7 +29,7 @@ from .directory import Destination, WorkerDirectory, WorkerInfo
 from .errors import RpcNotInitializedError, WorkerLostError
 from .hooks import RpcEnvelope
 from .owners import OwnerTable
-from .world import barrier, join_world
+from .world import join_world
 
 log = get_logger(__name__)
 
@@ -370,14 +371,13 @@ class RpcAgent:
             # finished before the second barrier.
             for round_ in ("drained", "drained-again"):
                 self.wait_idle(timeout)
-                barrier(self.store, f"shutdown/{round_}", self.world_size, timeout)
+                barrier(self.store, f"barriers/shutdown/{round_}", self.world_size, timeout)
                 self._leaving = True  # every worker is in shutdown: departures are expected
             self.wait_idle(timeout)
             # Rank 0 may host the store: it closes only after everyone's last store call.
-            if self.store.add("barriers/shutdown/left", 1) == self.world_size:
-                self.store.set("barriers/shutdown/all-left", b"1")
+            arrive(self.store, "barriers/shutdown/left", self.world_size)
             if self.rank == 0:
-                self.store.wait(["barriers/shutdown/all-left"], timeout or 10.0 ** 9)
+                wait_open(self.store, "barriers/shutdown/left", timeout)
         self._leaving = True
         self.actor.stop()
         for channel in self._channels.values():

@@ -177,20 +177,21 @@ def _invoke_method(rref: RRef, method: str, args: tuple, kwargs: dict) -> Future
 _invoke_method._async_execution = True
 
 # The distributed backward pass, registered by the autograd layer above this one.
-_distributed_backward: list = []
+_distributed_backward: Optional[Callable[[int, list, bool], None]] = None
 
 
 def register_distributed_backward(run: Callable[[int, list, bool], None]) -> None:
     """Let `RRef.backward` run `run(context_id, roots, retain_graph)` on owners."""
-    _distributed_backward[:] = [run]
+    global _distributed_backward
+    _distributed_backward = run
 
 
 def _backward_on_owner(rref_id: int, context_id: int, retain_graph: bool) -> None:
-    if not _distributed_backward:
+    if _distributed_backward is None:
         raise RRefError("RRef.backward with a context needs distributed autograd "
                         "(import engine.dist_autograd)")
     value = current_agent().owners.value(rref_id).wait()
-    _distributed_backward[0](context_id, [value], retain_graph)
+    _distributed_backward(context_id, [value], retain_graph)
 
 
 def _fetch(rref_id: int) -> Future:

@@ -1,12 +1,11 @@
-"""Forming and leaving an RPC world through a store: registration, and barriers.
+"""Forming an RPC world through a store: registration and the directory of workers.
 
 Keys (under the store the agent is given): ``names/<name>`` → rank,
 ``ranks/<rank>`` → name, ``addresses/<rank>`` → mailbox address, and
-``barriers/<tag>/...`` for the shutdown barriers.
+``barriers/<tag>/...`` for the shutdown barriers (`store.barrier`).
 """
 from __future__ import annotations
 
-from typing import Optional
 
 from store.base import Store
 from store.errors import StoreTimeoutError
@@ -36,10 +35,3 @@ def join_world(store: Store, name: str, rank: int, world_size: int, address: str
     names = [n.decode() for n in store.multi_get([f"ranks/{r}" for r in range(world_size)])]
     addresses = [a.decode() for a in store.multi_get(keys)]
     return WorkerDirectory(names, addresses)
-
-
-def barrier(store: Store, tag: str, world_size: int, timeout: Optional[float]) -> None:
-    """Return once `world_size` workers have called `barrier` with the same tag."""
-    if store.add(f"barriers/{tag}/arrived", 1) == world_size:
-        store.set(f"barriers/{tag}/open", b"1")
-    store.wait([f"barriers/{tag}/open"], timeout if timeout else 10.0 ** 9)

@@ -22,7 +22,6 @@ import cloudpickle
 # A spawned multiprocessing child imports the parent's script as `__mp_main__` and
 # aliases it as `__main__`.
 MAIN_MODULES = frozenset({"__main__", "__mp_main__"})
-_mp_main_by_value: list = []
 
 
 def script_path() -> Optional[str]:
@@ -48,7 +47,7 @@ def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
     if "<" in qualname:  # a lambda or a nested definition: no name to find it by
         return None
     path = script_path()
-    if path is None or _lookup(sys.modules[obj.__module__], qualname) is not obj:
+    if path is None or lookup_qualname(sys.modules[obj.__module__], qualname) is not obj:
         return None
     return resolve_script_definition, (qualname, path, _by_value(obj))
 
@@ -59,7 +58,7 @@ def resolve_script_definition(qualname: str, path: str, value: Any) -> Any:
     `value` is cloudpickle's bytes, or the reason they could not be made (a str).
     """
     if path == script_path():
-        found = _lookup(sys.modules["__main__"], qualname)
+        found = lookup_qualname(sys.modules["__main__"], qualname)
         if found is not None:
             return found
     if isinstance(value, bytes):
@@ -69,18 +68,18 @@ def resolve_script_definition(qualname: str, path: str, value: Any) -> Any:
 
 
 def _by_value(obj: Any) -> Any:
-    if obj.__module__ == "__mp_main__" and not _mp_main_by_value:
+    if obj.__module__ == "__mp_main__":
         # cloudpickle would name `__mp_main__`, which a receiver that is not a
-        # spawned child of the same parent does not have.
+        # spawned child of the same parent does not have (registering is idempotent).
         cloudpickle.register_pickle_by_value(sys.modules["__mp_main__"])
-        _mp_main_by_value.append(True)
     try:
         return cloudpickle.dumps(obj)
     except Exception as exc:  # noqa: BLE001 - the name alone still serves the same script
         return f"{type(exc).__name__}: {exc}"
 
 
-def _lookup(module: Any, qualname: str) -> Any:
+def lookup_qualname(module: Any, qualname: str) -> Any:
+    """What `qualname` ("Class.method") names in `module`, or None."""
     target = module
     for part in qualname.split("."):
         target = getattr(target, part, None)

@@ -20,7 +20,7 @@ import cloudpickle
 import numpy as np
 
 from .errors import ProtocolError, RemoteError
-from .script_refs import MAIN_MODULES, reduce_script_definition
+from .script_refs import MAIN_MODULES, lookup_qualname, reduce_script_definition
 
 PICKLE_PROTOCOL = 5
 INBAND_LIMIT = 1024
@@ -43,10 +43,8 @@ def _importable(fn: Any) -> bool:
     if fn in _by_reference:
         return True
     module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    target = module
-    for part in getattr(fn, "__qualname__", "<").split("."):
-        target = getattr(target, part, None)
-    if module is None or fn.__module__ in MAIN_MODULES or target is not fn:
+    if module is None or fn.__module__ in MAIN_MODULES \
+            or lookup_qualname(module, getattr(fn, "__qualname__", "<")) is not fn:
         return False
     _by_reference.add(fn)
     return True

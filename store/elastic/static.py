@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from actors.runtime.log import get_logger
+from store.barrier import barrier
 from store.base import Store
 from store.elastic.errors import RendezvousClosedError, RendezvousTimeoutError
 from store.elastic.info import RendezvousInfo, RendezvousStoreInfo
@@ -45,10 +46,8 @@ class StaticRendezvousHandler:
             raise RendezvousClosedError(f"the static rendezvous {self._run_id!r} is closed")
         self._round += 1
         round_store = PrefixStore(f"round/{self._round}", self._store)
-        if round_store.add("joined", 1) == self._world_size:
-            round_store.set("complete", b"1")
         try:
-            round_store.wait(["complete"], self._timeout)
+            barrier(round_store, "joined", self._world_size, self._timeout)
         except StoreTimeoutError as exc:
             raise RendezvousTimeoutError(
                 f"not every one of the {self._world_size} nodes entered round {self._round} "
