@@ -212,12 +212,18 @@ class TCPStore(Store):
         """The long-lived session actor, started on first use (call under `_watch_lock`)."""
         if self._watch_actor is None:
             self._watchers = watchers = WatchDispatcher("actorgrad-tcpstore-watch")
-            weakref.finalize(self, watchers.close_soon).atexit = False
+            weakref.finalize(self, watchers.stopper()).atexit = False
             self._watch_actor = Actor(None, name="store-session", num_worker_threads=1)
-            self._watch_actor.on_push(
-                Kind.STORE_WATCH_EVENT,
-                lambda msg: watchers.notify(msg.payload["key"], msg.payload["old"],
-                                            msg.payload["new"]))
+            # The session's threads must not keep the dispatcher, whose callbacks
+            # may refer to this store, alive: they reach it through a weak reference.
+            dispatcher = weakref.ref(watchers)
+
+            def deliver(msg: Any) -> None:
+                found = dispatcher()
+                if found is not None:
+                    found.notify(msg.payload["key"], msg.payload["old"], msg.payload["new"])
+
+            self._watch_actor.on_push(Kind.STORE_WATCH_EVENT, deliver)
             self._watch_actor.start()
         return self._watch_actor
 

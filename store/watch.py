@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Dict, Optional, Tuple
-
-
+from typing import Callable, Dict, Optional, Tuple
 
 from actors.runtime.log import get_logger
 from store.base import WatchCallback
@@ -43,7 +41,11 @@ class WatchDispatcher:
             # Copy-on-write tuples: notify() reads them without taking the lock.
             self._callbacks[key] = self._callbacks.get(key, ()) + (callback,)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                # The thread holds the queue only: events carry their callbacks, so a
+                # callback that refers to the store (or this dispatcher) never keeps
+                # it alive, and a dropped store's finalizer can stop the thread.
+                self._thread = threading.Thread(target=_deliver, args=(self._events,),
+                                                name=self._name, daemon=True)
                 self._thread.start()
 
     def watched(self, key: str) -> bool:
@@ -60,19 +62,6 @@ class WatchDispatcher:
             # The callbacks are captured now: one registered after this change misses it.
             self._events.put((key, callbacks, old, new))
 
-    def _run(self) -> None:
-        while True:
-            event = self._events.get()
-            if event is _STOP:
-                return
-            key, callbacks, old, new = event
-            for callback in callbacks:
-                try:
-                    callback(old, new)
-                except Exception:
-                    # One faulty callback must not starve the others or later events.
-                    log.exception("watch_callback_failed", key=key, callback=repr(callback))
-
     def close_soon(self) -> Optional[threading.Thread]:
         """Deliver what is already queued, then end the thread; returns at once.
 
@@ -87,6 +76,15 @@ class WatchDispatcher:
             self._events.put(_STOP)
         return thread
 
+    def stopper(self) -> Callable[[], None]:
+        """A function that ends the thread once what is queued is delivered.
+
+        It holds the queue only, not this dispatcher or its callbacks, so an owner's
+        finalizer can hold it without keeping the owner alive.
+        """
+        events = self._events
+        return lambda: events.put(_STOP)
+
     def close(self, timeout: float = DEFAULT_JOIN_TIMEOUT) -> None:
         """`close_soon`, then join the thread for at most `timeout`."""
         thread = self.close_soon()
@@ -97,3 +95,23 @@ class WatchDispatcher:
         thread.join(timeout)
         if thread.is_alive():
             log.warning("watch_dispatcher_not_stopped", thread=self._name, timeout=timeout)
+
+
+def _deliver(events: "queue.SimpleQueue") -> None:
+    """The dispatcher thread: run each event's callbacks in order until the stop sentinel."""
+    while True:
+        event = events.get()
+        if event is _STOP:
+            return
+        _run_callbacks(*event)
+        event = None  # hold nothing between events
+
+
+def _run_callbacks(key: str, callbacks: Tuple[WatchCallback, ...], old: Optional[bytes],
+                   new: Optional[bytes]) -> None:
+    for callback in callbacks:
+        try:
+            callback(old, new)
+        except Exception:
+            # One faulty callback must not starve the others or later events.
+            log.exception("watch_callback_failed", key=key, callback=repr(callback))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from typing import Callable, Optional
 
 from actors.runtime.log import get_logger
@@ -51,6 +52,7 @@ class DynamicRendezvousHandler:
         self._clock = clock
         self._heartbeat_thread: Optional[threading.Thread] = None
         self._heartbeat_stop = threading.Event()
+        weakref.finalize(self, _stop_keep_alive, self._heartbeat_stop, peer_lost)
 
     @classmethod
     def from_backend(cls, run_id: str, store: Store, backend: RendezvousBackend,
@@ -172,9 +174,12 @@ class DynamicRendezvousHandler:
 
     def _start_heartbeats(self) -> None:
         self._heartbeat_stop.clear()
+        # The thread holds the handler weakly, so that a dropped handler (and the
+        # store it may own) goes, and its finalizer stops the thread.
         self._heartbeat_thread = threading.Thread(
-            target=self._heartbeat_loop, name=f"rdzv-keep-alive-{self._node.local_id}",
-            daemon=True)
+            target=_keep_alive_loop, name=f"rdzv-keep-alive-{self._node.local_id}",
+            args=(weakref.ref(self), self._heartbeat_stop, self._peer_lost,
+                  self._settings.keep_alive_interval), daemon=True)
         self._heartbeat_thread.start()
 
     def _stop_heartbeats(self) -> None:
@@ -185,16 +190,6 @@ class DynamicRendezvousHandler:
         self._peer_lost.notify()
         thread.join(_JOIN_THREAD_TIMEOUT)
         self._heartbeat_thread = None
-
-    def _heartbeat_loop(self) -> None:
-        """Keep-alive every interval, and at once when a peer's liveness key goes away."""
-        interval = self._settings.keep_alive_interval
-        while not self._heartbeat_stop.is_set():
-            generation = self._peer_lost.mark()
-            self._peer_lost.wait_since(generation, interval)
-            if self._heartbeat_stop.is_set():
-                return
-            self.keep_alive()
 
     def keep_alive(self) -> None:
         """One keep-alive: refresh the liveness key and, if due, the heartbeat in the state."""
@@ -207,3 +202,21 @@ class DynamicRendezvousHandler:
             self._watch_peers(self._holder.state)
         except (RendezvousError, OSError) as exc:
             self._log("rendezvous_keep_alive_failed", error=str(exc))
+
+
+def _keep_alive_loop(handler_ref: "weakref.ref[DynamicRendezvousHandler]",
+                     stop: threading.Event, peer_lost: ChangeSignal, interval: float) -> None:
+    """Keep-alive every interval, and at once when a peer's liveness key goes away."""
+    while not stop.is_set():
+        generation = peer_lost.mark()
+        peer_lost.wait_since(generation, interval)
+        handler = handler_ref()
+        if stop.is_set() or handler is None:
+            return
+        handler.keep_alive()
+        del handler
+
+
+def _stop_keep_alive(stop: threading.Event, peer_lost: ChangeSignal) -> None:
+    stop.set()
+    peer_lost.notify()

@@ -105,12 +105,28 @@ def process_group(close: bool, host: str) -> int:
     return port
 
 
+def rendezvous_handler(close: bool, host: str) -> int:
+    """A handler from the registry (c10d, hosting its TCPStore) that joined a round of one
+    and read the round's bootstrap address; shut down, or dropped while heart-beating."""
+    from store.elastic import RendezvousParameters, get_rendezvous_handler
+
+    port = free_port()
+    handler = get_rendezvous_handler(RendezvousParameters(
+        "c10d", f"127.0.0.1:{port}", "resources", 1, 1, local_addr="127.0.0.1",
+        is_host=True, last_call_timeout=0.1, keep_alive_interval=0.05))
+    assert handler.next_rendezvous().bootstrap_store_info.master_addr == "127.0.0.1"
+    if close:
+        handler.shutdown()
+    return port
+
+
 SCENARIOS: Dict[str, Round] = {
     "tcp_store_pair": tcp_store_pair,
     "actor": actor,
     "channel": channel,
     "rpc_world": rpc_world,
     "process_group": process_group,
+    "rendezvous_handler": rendezvous_handler,
 }
 
 

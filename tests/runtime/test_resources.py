@@ -86,6 +86,13 @@ def test_200_process_groups_beside_rpc_worlds_after_destroy_leave_no_threads_fds
     assert_released(run_scenario("process_group", tmp_path))
 
 
+def test_dropping_200_rendezvous_handlers_from_the_registry_leaves_no_threads_fds_or_ports(
+        tmp_path):
+    """A c10d handler that hosts its store, joins and is dropped while heart-beating frees
+    its keep-alive thread, the store's server and its port."""
+    assert_released(run_scenario("rendezvous_handler", tmp_path))
+
+
 IMPORTS = """\
 import operator
 import time
