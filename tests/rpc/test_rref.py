@@ -87,3 +87,10 @@ def test_confirmed_by_owner_like_torch(world):
     assert rref.confirmed_by_owner()
     assert actors.RRef(3).confirmed_by_owner()
     assert actors.rpc_sync("worker2", workers.confirmed_there, args=(rref,))
+
+
+def test_rref_backward_with_a_context_on_an_owner_without_distributed_autograd_is_clear(world):
+    rref = actors.remote("worker1", workers.Counter)
+    with pytest.raises(RRefError, match="needs distributed autograd"):
+        rref.backward(dist_autograd_ctx_id=12345)
+    assert rref.rpc_sync().increment(1) == 1  # the owner keeps serving
