@@ -16,13 +16,15 @@ _EXPORTS = {
     "Kind": "actors.runtime",
     "PeerLostError": "actors.runtime",
     "RemoteError": "actors.runtime",
+    "SafeModeError": "actors.runtime",
     **{name: "actors.rpc" for name in (
         "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo",
         "get_worker_info", "async_execution", "RpcHook", "RpcEnvelope", "register_hook",
         "unregister_hook", "RpcError", "RpcInitError", "RpcNotInitializedError", "RRefError",
         "WorkerLostError", "register_service", "call_service", "call_service_async",
         "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT", "BackendType",
-        "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available")},
+        "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available", "expose",
+        "exposed_names", "ExposedClient", "UnknownFunctionError")},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -3,12 +3,19 @@
 Start one per terminal (or per machine) next to a driver script that calls
 ``actors.init_rpc`` as another rank; the worker leaves when the whole world calls
 ``actors.shutdown``. Flags default from MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE.
+
+For clients that do not join the world (other languages, plain pyzmq): ``--import``
+the modules that `actors.expose` their functions, ``--no-pickle`` to accept only
+JSON, and ``--serve-forever`` to keep serving until SIGINT or SIGTERM.
 """
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
+import signal
 import sys
+import threading
 from typing import List, Optional
 
 from actors.runtime.log import get_logger
@@ -41,6 +48,16 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                         help="threads that run incoming calls (default 16)")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds to wait for the world to assemble (default 300)")
+    parser.add_argument("--import", dest="modules", action="append", default=[],
+                        metavar="MODULE",
+                        help="import MODULE before joining, e.g. one that exposes functions "
+                             "with actors.expose (repeatable)")
+    parser.add_argument("--no-pickle", action="store_true",
+                        help="safe mode: never load a pickle from the wire; serve only named "
+                             "calls and JSON store requests")
+    parser.add_argument("--serve-forever", action="store_true",
+                        help="once the world is formed, serve until SIGINT or SIGTERM, then "
+                             "leave without waiting for the other workers")
     args = parser.parse_args(argv)
     if args.rank is None or args.world_size is None:
         parser.error("--rank and --world-size are required (or RANK and WORLD_SIZE)")
@@ -52,13 +69,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     import actors
 
     name = args.name or f"worker{args.rank}"
+    for module in args.modules:
+        importlib.import_module(module)
+    stop = threading.Event()
+    if args.serve_forever:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
     log.info("worker_starting", name=name, rank=args.rank, world_size=args.world_size,
              master=f"{args.master_addr}:{args.master_port}")
     actors.init_rpc(name, args.rank, args.world_size,
                     init_method=f"tcp://{args.master_addr}:{args.master_port}",
-                    timeout=args.timeout, num_worker_threads=args.num_worker_threads)
-    log.info("worker_serving", name=name)
-    actors.shutdown(graceful=True)
+                    timeout=args.timeout, num_worker_threads=args.num_worker_threads,
+                    allow_pickle=not args.no_pickle)
+    log.info("worker_serving", name=name, address=actors.get_worker_info().address,
+             safe_mode=args.no_pickle, exposed=actors.exposed_names())
+    if args.serve_forever:
+        while not stop.wait(3600):
+            pass
+    actors.shutdown(graceful=not args.serve_forever)
     log.info("worker_done", name=name)
     return 0
 

@@ -43,3 +43,15 @@ class QueueEmptyError(StoreError, LookupError):
 
 class RendezvousHandlerError(StoreError, ValueError):
     """An init-method URL could not be handled (unknown scheme, bad query, missing variable)."""
+
+
+def _rebuilt_from_json_replies() -> None:
+    """Store errors keep their type across the JSON codec (safe-mode clients speak it)."""
+    from actors.runtime.remote_errors import register_error_type
+
+    for cls in (DistError, StoreError, DistStoreError, DistNetworkError, StoreTimeoutError,
+                StoreConnectionError, QueueEmptyError, RendezvousHandlerError):
+        register_error_type(cls)
+
+
+_rebuilt_from_json_replies()

@@ -27,6 +27,7 @@ from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
 from actors.runtime import Actor, ActorCore, Future, Kind, Message, ProtocolError
 from actors.runtime.log import get_logger
+from actors.runtime.serialization import allow_pickle
 from store.base import check_amount, check_key, check_keys, check_values, to_bytes
 from store.errors import QueueEmptyError, StoreTimeoutError
 from store.keyspace import KeySpace
@@ -286,7 +287,12 @@ def main(argv: Optional[List[str]] = None) -> int:
                         help="interface to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=29500,
                         help="port to bind; 0 picks a free one and logs it (default: 29500)")
+    parser.add_argument("--no-pickle", action="store_true",
+                        help="safe mode: never load a pickle from the wire; clients speak "
+                             "JSON (TCPStore clients switch to it by themselves)")
     args = parser.parse_args(argv)
+    if args.no_pickle:
+        allow_pickle(False)
     try:
         server = StoreServer(args.host, args.port).start()
     except OSError as exc:
@@ -295,7 +301,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    log.info("store_server_serving", host=args.host, port=server.port)
+    log.info("store_server_serving", host=args.host, port=server.port, safe_mode=args.no_pickle)
     while not stop.wait(3600):
         pass
     log.info("store_server_shutting_down", port=server.port)

@@ -10,6 +10,10 @@ client-only actor made on first use), so an ephemeral key lives exactly as long 
 this client: `close()`, a killed process or a hung one (missed transport heartbeats)
 ends the session and the server deletes the key.
 
+Requests are pickled, except in a safe-mode process (which must not load the
+pickled replies) and against a safe-mode server (which refuses pickles: the first
+refusal switches the client to JSON for good); both codecs carry every operation.
+
 A dropped TCPStore releases everything it holds: its channel and the server and
 session actors stop through their own finalizers (no thread references the store),
 and its finalizer ends the watch callbacks' thread.
@@ -20,11 +24,12 @@ import socket
 import threading
 import weakref
 from datetime import timedelta
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from actors.runtime import Actor, Kind, PeerLostError, RequestTimeoutError
+from actors.runtime import Actor, Kind, PeerLostError, RequestTimeoutError, SafeModeError
 from actors.runtime.channel import Channel
 from actors.runtime.log import get_logger
+from actors.runtime.serialization import pickle_allowed
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
 from store.errors import StoreConnectionError, StoreTimeoutError
@@ -68,6 +73,7 @@ class TCPStore(Store):
         self.port = port
         self.world_size = world_size
         self._address = f"tcp://{_resolve(host_name)}:{port}"
+        self._json = False  # set once a safe-mode server refused a pickle
         self._channel = Channel(self._address, connect_timeout=self.timeout)
         self._watch_lock = threading.Lock()
         self._watch_actor: Optional[Actor] = None
@@ -114,7 +120,8 @@ class TCPStore(Store):
         """One request/reply; blocking operations get the grace beyond their server deadline."""
         wait = self.timeout if blocking_timeout is None else blocking_timeout + _REPLY_GRACE
         try:
-            return self._channel.call(kind, payload, wait)
+            return self._in_server_codec(
+                lambda json: self._channel.call(kind, payload, wait, json=json))
         except PeerLostError as exc:
             raise StoreConnectionError(
                 f"store server at {self.host}:{self.port} lost: {exc.reason}") from None
@@ -122,6 +129,18 @@ class TCPStore(Store):
             raise StoreConnectionError(
                 f"store server at {self.host}:{self.port} did not answer "
                 f"{kind.name} within {wait:g}s") from None
+
+    def _in_server_codec(self, send: Callable[[bool], Any]) -> Any:
+        """`send(json)` in the codec the server takes: a safe-mode server refuses pickles."""
+        if self._json or not pickle_allowed():
+            return send(True)
+        try:
+            return send(False)
+        except SafeModeError as exc:
+            if getattr(exc, "remote_traceback", None) is None:
+                raise  # refused here, not by the server
+            self._json = True
+            return send(True)
 
     # ---- operations ---------------------------------------------------------------
 
@@ -230,9 +249,10 @@ class TCPStore(Store):
     def _session_call(self, kind: Kind, payload: dict, what: str) -> Any:
         with self._watch_lock:
             session = self._session()
-        future = session.request(self._address, kind, payload, self.timeout)
         try:
-            return future.wait(self.timeout + _REPLY_GRACE)
+            return self._in_server_codec(lambda json: session.request(
+                self._address, kind, payload, self.timeout, json=json
+            ).wait(self.timeout + _REPLY_GRACE))
         except (PeerLostError, RequestTimeoutError) as exc:
             raise StoreConnectionError(f"{what} failed: {exc}") from None
 

@@ -4,6 +4,7 @@ from .api import (async_execution, get_rpc_timeout, get_worker_info, init_rpc, i
 from .directory import WorkerInfo
 from .errors import (RpcError, RpcInitError, RpcNotInitializedError, RRefError,
                      WorkerLostError)
+from .named import ExposedClient, UnknownFunctionError, expose, exposed_names
 from .hooks import RpcEnvelope, RpcHook, register_hook, unregister_hook
 from .options import BackendType, TensorPipeRpcBackendOptions
 from .rref import RRef, register_distributed_backward
@@ -18,5 +19,6 @@ __all__ = [
     "shutdown", "unregister_hook", "register_service", "call_service", "call_service_async",
     "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT", "BackendType",
     "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available",
-    "register_distributed_backward",
+    "register_distributed_backward", "ExposedClient", "UnknownFunctionError", "expose",
+    "exposed_names",
 ]

@@ -16,15 +16,18 @@ from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 import zmq
 
-from actors.runtime import Actor, ActorError, Future, Kind, Message, PeerLostError
+from actors.runtime import (Actor, ActorError, Future, Kind, Message, PeerLostError,
+                            SafeModeError)
 from actors.runtime.channel import Channel
 from actors.runtime.futures import completed, failed
 from actors.runtime.log import get_logger
+from actors.runtime.serialization import pickle_allowed
 from store.barrier import arrive, barrier, wait_open
 from store.base import Store
 
 from . import hooks as hook_registry
 from . import services
+from .named import serve_named_call
 from .directory import Destination, WorkerDirectory, WorkerInfo
 from .errors import RpcNotInitializedError, WorkerLostError
 from .hooks import RpcEnvelope
@@ -59,6 +62,7 @@ class RpcAgent:
                            workers_receive=True)
         self.actor.register(Kind.RPC_CALL, self._serve_call)
         self.actor.register(Kind.RPC_REMOTE, self._serve_remote, inline=True)
+        self.actor.register(Kind.RPC_CALL_NAMED, serve_named_call)
         self.actor.register(Kind.RREF_FORK, lambda msg: self.owners.add(*msg.payload) and None,
                             inline=True)
         self.actor.register(Kind.RREF_DELETE, lambda msg: self.owners.remove(*msg.payload),
@@ -98,6 +102,11 @@ class RpcAgent:
     def _outgoing(self, to: Destination, fn: Callable, args: tuple, kwargs: dict
                   ) -> Tuple[WorkerInfo, tuple, dict]:
         """Resolve the destination and run the request hooks: (peer, payload, meta)."""
+        if not pickle_allowed():
+            raise SafeModeError(
+                f"this worker runs in safe mode (allow_pickle=False): calls of Python "
+                f"functions travel as pickles, which it does not load; call {fn!r} by name "
+                f"from a JSON client instead (actors.expose, actors.ExposedClient)")
         info = self._peer(to)
         registered = hook_registry.hooks()
         if not registered:

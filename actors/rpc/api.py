@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any, Callable, Optional, Union
 
 from actors.network import bind_host
-from actors.runtime import Future
+from actors.runtime import Future, serialization
 from actors.runtime.log import get_logger
 from actors.runtime.tuning import keep_freed_memory, share_cores
 from store.base import Store, to_seconds
@@ -29,7 +29,8 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
              init_method: Optional[str] = None, store: Optional[Store] = None,
              timeout: Timeout = 60.0, num_worker_threads: int = 16, *,
              backend: Any = None,
-             rpc_backend_options: Optional[TensorPipeRpcBackendOptions] = None) -> None:
+             rpc_backend_options: Optional[TensorPipeRpcBackendOptions] = None,
+             allow_pickle: bool = True) -> None:
     """Join an RPC world of `world_size` workers as `name` with `rank`.
 
     torch's keywords work too: `backend` (`BackendType.TENSORPIPE`, the one there is)
@@ -43,6 +44,10 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
     `timeout` is the calls' default (0: none) and bounds joining; with 0, joining
     may take 30 minutes, as torch's rendezvous allows. RpcInitError names a duplicate
     name or rank, or the ranks that never joined.
+    With ``allow_pickle=False`` the process runs in safe mode until shutdown: it
+    never loads a pickle from the wire, serves only named calls (`expose`) and JSON
+    store requests, and answers a pickled request with a SafeModeError; its own
+    calls of Python functions raise SafeModeError.
     Workers keep freed memory for reuse and share the host's cores among their BLAS
     threads (see `actors.runtime.tuning`).
     """
@@ -54,6 +59,8 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
         num_worker_threads = rpc_backend_options.num_worker_threads
         init_method = init_method or rpc_backend_options.init_method
     keep_freed_memory()
+    if not allow_pickle:
+        serialization.allow_pickle(False)
     seconds = to_seconds(timeout, "timeout")
     if rank == -1 and "RANK" in os.environ:
         rank = int(os.environ["RANK"])
@@ -85,6 +92,7 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
         agent.join()
     except BaseException:
         state.set_agent(None)
+        serialization.allow_pickle(True)
         if owns_store:
             store.close()
         raise
@@ -104,6 +112,7 @@ def shutdown(graceful: bool = True, timeout: Timeout = None) -> None:
         state.set_agent(None)
         if agent.owned_store is not None:
             agent.owned_store.close()
+        serialization.allow_pickle(True)
 
 
 def get_worker_info(name: Optional[str] = None, *, worker_name: Optional[str] = None

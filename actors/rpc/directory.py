@@ -12,6 +12,14 @@ class WorkerInfo(NamedTuple):
     name: str
     id: int
 
+    @property
+    def address(self) -> str:
+        """The worker's mailbox endpoint in this process's RPC world: what a client
+        that does not join the world (another language, `ExposedClient`) connects to."""
+        from .state import current_agent
+
+        return current_agent().directory.address(self)
+
 
 Destination = Union[str, int, WorkerInfo]
 

@@ -32,7 +32,8 @@ dropped; their finalizers only ask, and never block.
 from .actor import Actor, ActorCore
 from .envelope import Message
 from .errors import (ActorError, ActorStoppedError, AddressInUseError, PeerLostError,
-                     ProtocolError, RemoteError, RequestTimeoutError, UnknownKindError)
+                     ProtocolError, RemoteError, RequestTimeoutError, SafeModeError,
+                     UnknownKindError)
 from .futures import Future, FutureTimeoutError, InvalidStateError, wait_all
 from .protocol import PROTOCOL_VERSION, Flag, Kind
 from .scheduler import WorkerPool
@@ -41,5 +42,5 @@ __all__ = [
     "Actor", "ActorCore", "Message", "Future", "FutureTimeoutError", "InvalidStateError",
     "wait_all", "Kind", "Flag", "PROTOCOL_VERSION", "WorkerPool", "ActorError",
     "ActorStoppedError", "AddressInUseError", "PeerLostError", "ProtocolError", "RemoteError",
-    "RequestTimeoutError", "UnknownKindError",
+    "RequestTimeoutError", "SafeModeError", "UnknownKindError",
 ]

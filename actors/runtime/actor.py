@@ -38,7 +38,7 @@ from .mailbox import Mailbox, TimerHandle
 from .protocol import ERROR, JSON, ONEWAY, PUSH, RESPONSE, Kind, kind_name
 from .router import Router
 from .scheduler import WorkerPool
-from .serialization import exception_from_payload
+from .remote_errors import exception_from_payload
 
 log = get_logger(__name__)
 

@@ -25,8 +25,8 @@ from . import envelope
 from .blocking import about_to_block
 from .context import process_context
 from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
-from .protocol import ERROR, RESPONSE
-from .serialization import exception_from_payload
+from .protocol import ERROR, JSON, RESPONSE
+from .remote_errors import exception_from_payload
 from .sockets import EVENTS, POLLIN, close_monitored, open_dealer, recv_frames, send_frames
 
 # How long a waiting call may go without looking at the monitor for a lost peer.
@@ -84,15 +84,18 @@ class Channel:
         """Establish this thread's connection now; PeerLostError if it cannot within `timeout`."""
         self._connection(self.connect_timeout if timeout is None else timeout)
 
-    def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None) -> Any:
+    def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None, *,
+             json: bool = False) -> Any:
         """Send a request and return the reply's payload, or raise the error it carries.
+
+        `json` sends it in the JSON codec (the reply comes back in it too).
 
         PeerLostError: the connection is down or dropped during the call;
         RequestTimeoutError: no reply within `timeout` seconds (None waits forever).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         req_id = next(self._req_ids)
-        frames = envelope.encode(kind, req_id, payload)
+        frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
         send_frames(conn.socket, frames)

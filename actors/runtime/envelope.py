@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from . import serialization
+from . import json_codec, serialization
+from .remote_errors import error_payload
 from .errors import ProtocolError
 from .protocol import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, pack_header,
                        unpack_header)
@@ -44,7 +45,7 @@ class Message:
 def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
     """Frames ``[header, body, *buffers]`` for `payload`, in the codec `flags` names."""
     if flags & JSON:
-        body, buffers = serialization.dumps_json(payload)
+        body, buffers = json_codec.dumps(payload)
     else:
         body, buffers = serialization.dumps(payload)
     return [pack_header(kind, req_id, flags, len(buffers)), body, *buffers]
@@ -53,7 +54,7 @@ def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
 def encode_error(kind: int, req_id: int, exc: BaseException, json: bool) -> List[Any]:
     """An error reply for request `req_id`; pickled replies carry the exception object."""
     flags = RESPONSE | ERROR | (JSON if json else 0)
-    return encode(kind, req_id, serialization.error_payload(exc, include_object=not json), flags)
+    return encode(kind, req_id, error_payload(exc, include_object=not json), flags)
 
 
 def read_header(frames: Sequence[Any]) -> Header:
@@ -87,7 +88,7 @@ def read_payload(header: Header, frames: Sequence[Any]) -> Any:
     body = _buffer(frames[1])
     buffers = [_buffer(f) for f in frames[2:]]
     if header.flags & JSON:
-        return serialization.loads_json(body, buffers)
+        return json_codec.loads(body, buffers)
     return serialization.loads(body, buffers)
 
 

@@ -20,6 +20,10 @@ class UnknownKindError(ProtocolError):
     """A message names a kind that the receiving actor has no handler for."""
 
 
+class SafeModeError(ProtocolError):
+    """A pickled body reached a process in safe mode, which loads only JSON bodies."""
+
+
 class PeerLostError(ConnectionError, RuntimeError):
     """The peer at `address` went away (or could not be reached) while a request was pending.
 

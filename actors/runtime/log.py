@@ -1,10 +1,11 @@
 """Structured logging for the whole code base: key=value lines by default, JSON on request.
 
 Quiet by default, as torch is: library events below WARNING are dropped, except the
-launcher's progress (`PROGRESS_LOGGERS`: rounds, restarts, workers started and
-stopped). ``ACTORGRAD_LOG_LEVEL`` (debug, info, warning, error) sets one threshold
-for everything instead; ``ACTORGRAD_LOG_FORMAT=json`` gives JSON lines. An
-application that configured structlog itself keeps its configuration.
+progress of the launcher and of the worker command (`PROGRESS_LOGGERS`: rounds,
+restarts, workers started and stopped, a worker serving). ``ACTORGRAD_LOG_LEVEL``
+(debug, info, warning, error) sets one threshold for everything instead;
+``ACTORGRAD_LOG_FORMAT=json`` gives JSON lines. An application that configured
+structlog itself keeps its configuration.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import structlog
 
 LEVEL_VARIABLE = "ACTORGRAD_LOG_LEVEL"
 # Whose info events are shown without a level set: what the launcher is doing.
-PROGRESS_LOGGERS = ("actors.launch",)
+PROGRESS_LOGGERS = ("actors.launch", "actors.worker")
 
 _configured = False
 _lock = threading.Lock()

@@ -73,6 +73,7 @@ class Kind(enum.IntEnum):
     RPC_REMOTE = 0x0201
     RREF_FORK = 0x0202
     RREF_DELETE = 0x0203
+    RPC_CALL_NAMED = 0x0204  # JSON: {"fn": name, "args": [...], "kwargs": {...}}
     STORE_SET_EPHEMERAL = 0x0110  # a key deleted when the connection that set it closes
     STORE_LIST_KEYS = 0x0111  # the user keys, sorted
 

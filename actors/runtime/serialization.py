@@ -1,4 +1,4 @@
-"""Payload codecs: cloudpickle protocol 5 with out-of-band buffers, or JSON with buffer frames.
+"""The pickle body codec: protocol 5 with out-of-band buffers, and safe mode, which refuses it.
 
 Every numpy (or other PEP 574) buffer of at least `INBAND_LIMIT` bytes leaves the
 pickle and travels as its own frame; the receiver rebuilds arrays on top of the
@@ -9,17 +9,15 @@ costs more than copying a few hundred bytes.
 from __future__ import annotations
 
 import io
-import json
 import pickle
 import sys
-import traceback
 import types
 from typing import Any, List, Sequence, Tuple
 
 import cloudpickle
 import numpy as np
 
-from .errors import ProtocolError, RemoteError
+from .errors import ProtocolError, SafeModeError
 from .script_refs import MAIN_MODULES, lookup_qualname, reduce_script_definition
 
 PICKLE_PROTOCOL = 5
@@ -117,93 +115,35 @@ class _ScriptAwarePickler(cloudpickle.Pickler):
         return _cloudpickle_override(self, obj)
 
 
+# Safe mode (`allow_pickle(False)`): this process never unpickles what it receives.
+_pickle_allowed = True
+
+
+def allow_pickle(allowed: bool) -> None:
+    """Switch safe mode off (True) or on (False) for the whole process.
+
+    In safe mode every pickled body this process receives, request or reply, is
+    refused with SafeModeError before a byte of it is read; JSON bodies still work.
+    """
+    global _pickle_allowed
+    _pickle_allowed = bool(allowed)
+
+
+def pickle_allowed() -> bool:
+    """False in safe mode: clients of this process should speak JSON."""
+    return _pickle_allowed
+
+
 def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:
-    """Unpickle a body whose out-of-band buffers are `buffers` (memoryviews, not copied)."""
+    """Unpickle a body whose out-of-band buffers are `buffers` (memoryviews, not copied).
+
+    SafeModeError in safe mode; ProtocolError for a body that is not a pickle.
+    """
+    if not _pickle_allowed:
+        raise SafeModeError("this process runs in safe mode (allow_pickle=False) and never "
+                            "loads a pickle: send a JSON body (flag 0x08), e.g. a named call "
+                            "(RPC_CALL_NAMED, docs/PROTOCOL.md)")
     try:
         return pickle.loads(body, buffers=buffers)
     except Exception as exc:
         raise ProtocolError(f"undecodable pickle body: {type(exc).__name__}: {exc}") from exc
-
-
-def dumps_json(payload: Any) -> Tuple[bytes, List[bytes]]:
-    """Encode `payload` as JSON; every bytes value becomes a buffer frame ``{"$buf": i}``."""
-    buffers: List[bytes] = []
-
-    def lift(value: Any) -> Any:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            buffers.append(bytes(value))
-            return {"$buf": len(buffers) - 1}
-        if isinstance(value, dict):
-            return {str(k): lift(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [lift(v) for v in value]
-        return value
-
-    return json.dumps(lift(payload), separators=(",", ":")).encode("utf-8"), buffers
-
-
-def loads_json(body: Any, buffers: Sequence[Any] = ()) -> Any:
-    """Decode a JSON body, putting buffer frames back in place of ``{"$buf": i}``."""
-    try:
-        document = json.loads(bytes(body).decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"undecodable JSON body: {exc}") from exc
-
-    def lower(value: Any) -> Any:
-        if isinstance(value, dict):
-            if len(value) == 1 and "$buf" in value:
-                index = value["$buf"]
-                if not isinstance(index, int) or not 0 <= index < len(buffers):
-                    raise ProtocolError(f"JSON body refers to missing buffer frame {index!r}")
-                return bytes(buffers[index])
-            return {k: lower(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [lower(v) for v in value]
-        return value
-
-    return lower(document)
-
-
-def error_payload(exc: BaseException, *, include_object: bool) -> dict:
-    """Describe an exception for an error reply.
-
-    Pickled peers also get the exception object, pickled on its own (`exception`),
-    so that a caller which cannot rebuild its type still reads type, message and
-    traceback.
-    """
-    payload = {
-        "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-    }
-    if include_object:
-        try:
-            payload["exception"] = cloudpickle.dumps(exc, protocol=PICKLE_PROTOCOL)
-        except Exception:  # noqa: BLE001 - type name and message remain
-            pass
-    return payload
-
-
-def exception_from_payload(payload: Any) -> BaseException:
-    """Rebuild the exception an error reply describes, with `remote_traceback` attached.
-
-    The original type comes back when it unpickles here; otherwise a RemoteError
-    naming it.
-    """
-    if not isinstance(payload, dict):
-        return RemoteError("unknown", repr(payload))
-    remote_tb = payload.get("traceback")
-    exc = None
-    if isinstance(payload.get("exception"), bytes):
-        try:
-            exc = pickle.loads(payload["exception"])
-        except Exception:  # noqa: BLE001 - the type is not importable here
-            exc = None
-    if not isinstance(exc, BaseException):
-        exc = RemoteError(str(payload.get("type", "unknown")), str(payload.get("message", "")),
-                          remote_tb)
-    try:
-        exc.remote_traceback = remote_tb
-    except AttributeError:
-        pass
-    return exc

@@ -4,7 +4,7 @@ import struct
 import numpy as np
 import pytest
 
-from actors.runtime import envelope, serialization
+from actors.runtime import envelope, json_codec, remote_errors, serialization
 from actors.runtime.errors import ProtocolError, RemoteError
 from actors.runtime.protocol import (HEADER_SIZE, PROTOCOL_VERSION, Flag, Kind, pack_header,
                                      unpack_header)
@@ -84,28 +84,41 @@ def test_the_json_codec_carries_bytes_as_buffer_frames():
 
 def test_a_json_body_that_refers_to_a_missing_frame_is_a_protocol_error():
     with pytest.raises(ProtocolError, match="missing buffer frame 3"):
-        serialization.loads_json(b'{"v":{"$buf":3}}', [])
+        json_codec.loads(b'{"v":{"$buf":3}}', [])
 
 
 def test_an_undecodable_body_is_a_protocol_error():
     with pytest.raises(ProtocolError, match="undecodable pickle"):
         serialization.loads(b"\x80\x05garbage")
     with pytest.raises(ProtocolError, match="undecodable JSON"):
-        serialization.loads_json(b"{not json")
+        json_codec.loads(b"{not json")
 
 
 def test_an_error_payload_rebuilds_the_original_exception_with_the_remote_traceback():
     try:
         raise KeyError("missing thing")
     except KeyError as exc:
-        payload = serialization.error_payload(exc, include_object=True)
-    rebuilt = serialization.exception_from_payload(payload)
+        payload = remote_errors.error_payload(exc, include_object=True)
+    rebuilt = remote_errors.exception_from_payload(payload)
     assert isinstance(rebuilt, KeyError) and "missing thing" in str(rebuilt)
     assert "raise KeyError" in rebuilt.remote_traceback
 
 
-def test_an_error_payload_without_the_object_becomes_a_remote_error_naming_the_type():
-    payload = serialization.error_payload(ValueError("bad"), include_object=False)
-    rebuilt = serialization.exception_from_payload(payload)
-    assert isinstance(rebuilt, RemoteError)
-    assert rebuilt.remote_type == "builtins.ValueError" and "bad" in str(rebuilt)
+class _Unlisted(Exception):
+    pass
+
+
+def test_a_json_error_payload_rebuilds_only_allowed_types_and_names_the_others():
+    builtin = remote_errors.exception_from_payload(
+        remote_errors.error_payload(ValueError("bad"), include_object=False))
+    assert type(builtin) is ValueError and str(builtin) == "bad"
+    unlisted = remote_errors.exception_from_payload(
+        remote_errors.error_payload(_Unlisted("odd"), include_object=False))
+    assert isinstance(unlisted, RemoteError)
+    assert unlisted.remote_type.endswith("_Unlisted") and "odd" in str(unlisted)
+
+
+def test_a_json_error_payload_naming_an_unlisted_type_never_builds_it():
+    payload = {"type": "subprocess.Popen", "message": "x", "args": [["true"]]}
+    rebuilt = remote_errors.exception_from_payload(payload)
+    assert isinstance(rebuilt, RemoteError) and rebuilt.remote_type == "subprocess.Popen"

@@ -1,0 +1,88 @@
+"""The JSON codec: arrays as raw buffer frames with dtype and shape, and what it refuses."""
+import json
+
+import numpy as np
+import pytest
+
+from actors.runtime import json_codec
+from actors.runtime.errors import ProtocolError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _roundtrip(payload):
+    body, buffers = json_codec.dumps(payload)
+    received = [bytearray(memoryview(b).cast("B")) for b in buffers]  # as off the wire
+    return json_codec.loads(body, received), body, received
+
+
+@pytest.mark.parametrize("array", [
+    np.arange(12, dtype=np.float32).reshape(3, 4),
+    np.arange(5, dtype=">i8"),
+    np.array(3.5),
+    np.zeros((0, 3), dtype=np.uint8),
+    np.array([True, False]),
+    np.arange(6, dtype=np.complex64),
+], ids=["f4-matrix", "big-endian-i8", "0-d", "empty", "bool", "complex"])
+def test_arrays_keep_dtype_shape_and_values(array):
+    decoded, body, _ = _roundtrip({"x": array})
+    assert json.loads(body)["x"] == {"$array": 0, "dtype": array.dtype.str,
+                                     "shape": list(array.shape)}
+    assert decoded["x"].dtype == array.dtype and decoded["x"].shape == array.shape
+    np.testing.assert_array_equal(decoded["x"], array)
+
+
+def test_a_received_array_lies_on_its_frame_without_a_copy():
+    decoded, _, received = _roundtrip([np.arange(1000, dtype=np.float64)])
+    assert np.shares_memory(decoded[0], np.frombuffer(received[0], dtype=np.uint8))
+
+
+def test_an_array_is_sent_from_its_own_memory_when_contiguous():
+    array = np.arange(1000, dtype=np.float32)
+    _, buffers = json_codec.dumps(array)
+    assert np.shares_memory(np.frombuffer(buffers[0], dtype=np.uint8), array)
+
+
+def test_a_strided_view_travels_as_its_values_in_c_order():
+    view = np.arange(20, dtype=np.int32).reshape(4, 5)[:, ::2].T
+    decoded, _, _ = _roundtrip(view)
+    np.testing.assert_array_equal(decoded, view)
+
+
+def test_numpy_scalars_and_bytes_become_json_numbers_and_buffer_frames():
+    decoded, body, _ = _roundtrip({"n": np.float32(1.5), "i": np.int64(7), "b": b"\x00\x01"})
+    assert decoded == {"n": 1.5, "i": 7, "b": b"\x00\x01"}
+    assert b'"n":1.5' in body and b'"i":7' in body
+
+
+def test_values_json_cannot_hold_are_a_type_error_naming_them():
+    with pytest.raises(TypeError, match="cannot travel as raw bytes"):
+        json_codec.dumps(np.array([object()]))
+    with pytest.raises(TypeError, match="cannot encode as JSON.*set"):
+        json_codec.dumps({"s": {1, 2}})
+
+
+def _marker(**fields):
+    return json.dumps({"$array": 0, "dtype": "<f4", "shape": [2], **fields}).encode()
+
+
+@pytest.mark.parametrize("body, frames, message", [
+    (_marker(), [b"\x00" * 7], "has 7 bytes; dtype <f4 with shape \\[2\\] needs 8"),
+    (_marker(shape=[3]), [b"\x00" * 8], "needs 12"),
+    (_marker(), [], "missing buffer frame 0"),
+    (_marker(dtype="|O"), [b"\x00" * 16], "not a numpy dtype string of plain data"),
+    (_marker(dtype="no-such-type"), [b"\x00" * 8], "not a numpy dtype string"),
+    (_marker(dtype=4), [b"\x00" * 8], "not a numpy dtype string"),
+    (_marker(shape=[-1]), [b"\x00" * 8], "non-negative integers"),
+    (_marker(shape=[2.0]), [b"\x00" * 8], "non-negative integers"),
+    (_marker(shape="2"), [b"\x00" * 8], "non-negative integers"),
+    (b'{"$array": "0", "dtype": "<f4", "shape": [2]}', [b"\x00" * 8], "missing buffer frame"),
+    (b'{"x": [1, 2', [], "undecodable JSON"),
+    (b"\xff\xfe", [], "undecodable JSON"),
+], ids=["short-frame", "shape-too-big", "no-frame", "object-dtype", "unknown-dtype",
+        "dtype-not-str", "negative-dim", "float-dim", "shape-not-list", "index-not-int",
+        "truncated-json", "not-utf8"])
+def test_a_malformed_array_or_body_is_a_protocol_error_saying_what_is_wrong(body, frames,
+                                                                             message):
+    with pytest.raises(ProtocolError, match=message):
+        json_codec.loads(body, frames)
