@@ -1,7 +1,10 @@
 """The examples run as documented and say what they should."""
+import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -67,3 +70,40 @@ def test_the_ddp_example_trains_two_ranks_that_stay_identical():
     assert len(losses) == 8 and losses[-1] < losses[0] / 5
     assert _accuracy(out) >= 90.0
     assert "parameters identical on all 2 ranks: True" in out
+
+
+def _c_toolchain() -> bool:
+    """Whether a C compiler and libzmq's headers are here to build examples/foreign/client.c."""
+    compiler = shutil.which("gcc") or shutil.which("cc")
+    if compiler is None:
+        return False
+    with tempfile.TemporaryDirectory() as tmp:
+        probe = os.path.join(tmp, "probe.c")
+        with open(probe, "w") as out:
+            out.write("#include <zmq.h>\nint main(void) { return zmq_ctx_term(zmq_ctx_new()); }\n")
+        return subprocess.run([compiler, probe, "-o", os.path.join(tmp, "probe"), "-lzmq"],
+                              capture_output=True).returncode == 0
+
+
+def test_a_plain_pyzmq_client_uses_a_safe_mode_worker_and_its_store():
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "foreign" / "demo.py"),
+                          "--clients", "python"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=150)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "scale: [2.5, 5.0, 7.5, 10.0, 13.75]" in out.stdout
+    assert "pyzmq client: all checks passed" in out.stdout
+
+
+def test_a_c_client_calls_an_exposed_function_with_a_float32_array_and_uses_the_store():
+    if not _c_toolchain():
+        assert os.environ.get("CI") != "true", "CI must have gcc and libzmq headers " \
+                                               "(.ci/os-packages installs them)"
+        pytest.skip("no C compiler or libzmq headers on this machine")
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / "foreign" / "demo.py"),
+                          "--clients", "c"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=150)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert 'store: set and got back "hello from C"' in out.stdout
+    assert "scale: 2.5 5 7.5 10 13.75" in out.stdout
+    assert "unknown name: error reply" in out.stdout
+    assert "C client: all checks passed" in out.stdout

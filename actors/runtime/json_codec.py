@@ -14,8 +14,10 @@ of non-object dtypes.
 """
 from __future__ import annotations
 
+import functools
 import json
-from typing import Any, List, Sequence, Tuple
+import math
+from typing import Any, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -89,20 +91,31 @@ def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:
 
 def _array(marker: dict, raw: Any) -> np.ndarray:
     """The array a ``$array`` marker describes, on top of its frame's memory."""
-    index, dtype, shape = marker[ARRAY], marker.get("dtype"), marker.get("shape")
-    try:
-        dtype = np.dtype(dtype) if isinstance(dtype, str) else None
-    except TypeError:
-        dtype = None
-    if dtype is None or dtype.hasobject:
+    index, shape = marker[ARRAY], marker.get("shape")
+    dtype = _plain_dtype(marker.get("dtype"))
+    if dtype is None:
         raise ProtocolError(f"array frame {index}: dtype {marker.get('dtype')!r} is not a "
                             f"numpy dtype string of plain data (e.g. '<f4')")
     if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
         raise ProtocolError(f"array frame {index}: shape must be a list of non-negative "
                             f"integers, got {shape!r}")
     view = memoryview(raw).cast("B")
-    expected = dtype.itemsize * int(np.prod(shape, dtype=np.int64))
+    expected = dtype.itemsize * math.prod(shape)
     if view.nbytes != expected:
         raise ProtocolError(f"array frame {index} has {view.nbytes} bytes; dtype {dtype.str} "
                             f"with shape {shape} needs {expected}")
     return np.frombuffer(view, dtype=dtype).reshape(shape)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_dtype(name: str) -> Optional[np.dtype]:
+    try:
+        dtype = np.dtype(name)
+    except TypeError:
+        return None
+    return None if dtype.hasobject else dtype
+
+
+def _plain_dtype(name: Any) -> Optional[np.dtype]:
+    """The dtype a marker names, if it is a string naming plain data (no objects)."""
+    return _parse_dtype(name) if isinstance(name, str) and len(name) < 64 else None
