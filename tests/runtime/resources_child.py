@@ -22,7 +22,9 @@ import time
 from typing import Callable, Dict, Iterable, List, Optional
 
 import actors
-from actors.runtime import Actor, Kind
+import numpy as np
+
+from actors.runtime import Actor, Kind, UnknownKindError
 from actors.runtime.channel import Channel
 from store import TCPStore
 from tests.net import free_port
@@ -71,6 +73,18 @@ def channel(close: bool, host: str) -> None:
     opened = _ping(host)
     if close:
         opened.close()
+    return None
+
+
+def exposed_client(close: bool, host: str) -> None:
+    """A named-call client that made one JSON call (the host answers it with an error)."""
+    client = actors.ExposedClient(host, timeout=CALL_TIMEOUT)
+    try:
+        client.call("anything", np.ones(300))
+    except UnknownKindError:
+        pass
+    if close:
+        client.close()
     return None
 
 
@@ -124,6 +138,7 @@ SCENARIOS: Dict[str, Round] = {
     "tcp_store_pair": tcp_store_pair,
     "actor": actor,
     "channel": channel,
+    "exposed_client": exposed_client,
     "rpc_world": rpc_world,
     "process_group": process_group,
     "rendezvous_handler": rendezvous_handler,
