@@ -29,33 +29,32 @@ BUF, ARRAY = "$buf", "$array"
 def dumps(payload: Any) -> Tuple[bytes, List[Any]]:
     """Encode `payload`: ``(body, buffer frames)``. TypeError names a value JSON cannot hold."""
     buffers: List[Any] = []
-
-    def lift(value: Any) -> Any:
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            buffers.append(bytes(value))
-            return {BUF: len(buffers) - 1}
-        if isinstance(value, np.ndarray):
-            return lift_array(value)
-        if isinstance(value, dict):
-            return {str(k): lift(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [lift(v) for v in value]
-        if isinstance(value, np.generic):
-            return value.item()
-        return value
-
-    def lift_array(array: np.ndarray) -> dict:
-        if array.dtype.hasobject:
-            raise TypeError(f"an array of dtype {array.dtype} cannot travel as raw bytes")
-        flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
-        buffers.append(memoryview(flat))
-        return {ARRAY: len(buffers) - 1, "dtype": array.dtype.str, "shape": list(array.shape)}
-
     try:
-        body = json.dumps(lift(payload), separators=(",", ":"), allow_nan=True)
+        body = json.dumps(_lift(payload, buffers), separators=(",", ":"), allow_nan=True)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"cannot encode as JSON: {exc}") from None
     return body.encode("utf-8"), buffers
+
+
+# The walkers are module functions, not closures over `buffers`: a closure that calls
+# itself is a reference cycle, which would keep every frame alive until the garbage
+# collector runs.
+def _lift(value: Any, buffers: List[Any]) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        buffers.append(bytes(value))
+        return {BUF: len(buffers) - 1}
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            raise TypeError(f"an array of dtype {value.dtype} cannot travel as raw bytes")
+        buffers.append(memoryview(np.ascontiguousarray(value).reshape(-1).view(np.uint8)))
+        return {ARRAY: len(buffers) - 1, "dtype": value.dtype.str, "shape": list(value.shape)}
+    if isinstance(value, dict):
+        return {str(k): _lift(v, buffers) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_lift(v, buffers) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
 
 
 def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:
@@ -68,25 +67,26 @@ def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:
         document = json.loads(bytes(body).decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise ProtocolError(f"undecodable JSON body: {exc}") from exc
+    return _lower(document, buffers)
 
-    def frame(index: Any) -> Any:
-        if type(index) is not int or not 0 <= index < len(buffers):
-            raise ProtocolError(f"JSON body refers to missing buffer frame {index!r}"
-                                f" ({len(buffers)} buffer frame(s) sent)")
-        return buffers[index]
 
-    def lower(value: Any) -> Any:
-        if isinstance(value, dict):
-            if ARRAY in value:
-                return _array(value, frame(value[ARRAY]))
-            if len(value) == 1 and BUF in value:
-                return bytes(frame(value[BUF]))
-            return {k: lower(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [lower(v) for v in value]
-        return value
+def _lower(value: Any, buffers: Sequence[Any]) -> Any:
+    if isinstance(value, dict):
+        if ARRAY in value:
+            return _array(value, _frame(value[ARRAY], buffers))
+        if len(value) == 1 and BUF in value:
+            return bytes(_frame(value[BUF], buffers))
+        return {k: _lower(v, buffers) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_lower(v, buffers) for v in value]
+    return value
 
-    return lower(document)
+
+def _frame(index: Any, buffers: Sequence[Any]) -> Any:
+    if type(index) is not int or not 0 <= index < len(buffers):
+        raise ProtocolError(f"JSON body refers to missing buffer frame {index!r}"
+                            f" ({len(buffers)} buffer frame(s) sent)")
+    return buffers[index]
 
 
 def _array(marker: dict, raw: Any) -> np.ndarray:
