@@ -86,3 +86,23 @@ def test_a_malformed_array_or_body_is_a_protocol_error_saying_what_is_wrong(body
                                                                              message):
     with pytest.raises(ProtocolError, match=message):
         json_codec.loads(body, frames)
+
+
+def test_frames_are_released_when_dropped_without_waiting_for_the_garbage_collector():
+    import gc
+    import weakref
+
+    class Frame(bytearray):  # weak-referenceable, as a received frame is
+        pass
+
+    array = np.ones(1000)
+    sent, received = weakref.ref(array), Frame(array.tobytes())
+    gone = weakref.ref(received)
+    gc.disable()
+    try:
+        body, buffers = json_codec.dumps({"x": [array]})
+        decoded = json_codec.loads(body, [received])
+        del array, buffers, received, decoded
+        assert sent() is None and gone() is None
+    finally:
+        gc.enable()
