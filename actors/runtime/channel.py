@@ -27,7 +27,8 @@ from .context import process_context
 from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from .protocol import ERROR, JSON, RESPONSE
 from .remote_errors import exception_from_payload
-from .sockets import EVENTS, POLLIN, close_monitored, open_dealer, recv_frames, send_frames
+from .sockets import (EVENTS, HANDSHAKE_FAILED, POLLIN, REFUSED, close_monitored, open_dealer,
+                      recv_frames, send_frames)
 
 # How long a waiting call may go without looking at the monitor for a lost peer.
 _SLICE_MS = 50
@@ -36,7 +37,7 @@ _SLICE_MS = 50
 class _Connection:
     """One thread's DEALER to the peer, its monitor, and whether the handshake is done."""
 
-    __slots__ = ("connected", "drops", "ever_connected", "monitor", "socket")
+    __slots__ = ("connected", "drops", "ever_connected", "monitor", "refused", "socket")
 
     def __init__(self, ctx: zmq.Context, address: str, heartbeat_ms: int, timeout_ms: int):
         self.socket, self.monitor = open_dealer(ctx, address, heartbeat_ms, timeout_ms)
@@ -44,6 +45,7 @@ class _Connection:
         self.connected = False
         self.ever_connected = False
         self.drops = 0  # disconnections seen: a call spanning one lost its request
+        self.refused = False  # the peer refused the handshake (security)
 
     def read_monitor(self) -> None:
         # EVENTS, not poll(0): one call instead of a Poller built per check.
@@ -54,6 +56,8 @@ class _Connection:
             elif event == zmq.EVENT_DISCONNECTED:
                 self.connected = False
                 self.drops += 1
+            elif event & HANDSHAKE_FAILED:
+                self.refused = True
 
     def close(self) -> None:
         close_monitored(self.socket, self.monitor)
@@ -107,6 +111,8 @@ class Channel:
                 reply = recv_frames(conn.socket)
             except zmq.Again:
                 conn.read_monitor()
+                if conn.refused:
+                    self._refused(conn)
                 if not conn.connected or conn.drops != drops:
                     raise PeerLostError(self.address, "connection lost") from None
                 if deadline is not None and time.monotonic() >= deadline:
@@ -143,6 +149,8 @@ class Channel:
         conn.read_monitor()
         if conn.connected:
             return conn
+        if conn.refused:
+            self._refused(conn)
         if conn.ever_connected:
             raise PeerLostError(self.address, "connection lost")
         deadline = time.monotonic() + connect_timeout
@@ -154,7 +162,19 @@ class Channel:
                 raise PeerLostError(self.address,
                                     f"could not connect within {connect_timeout:g}s")
             conn.read_monitor()
+            if conn.refused:
+                self._refused(conn)
         return conn
+
+    def _refused(self, conn: _Connection) -> None:
+        """Close a connection whose handshake the peer refused (libzmq would retry it
+        forever) and say why; the thread's next call connects anew."""
+        with self._lock:
+            if conn in self._connections:
+                self._connections.remove(conn)
+        conn.close()
+        self._local.conn = None
+        raise PeerLostError(self.address, REFUSED)
 
 
 def _close_all(connections: List[_Connection], lock: threading.Lock) -> None:

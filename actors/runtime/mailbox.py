@@ -25,8 +25,8 @@ from .context import process_context
 from .errors import ActorStoppedError
 from .log import get_logger
 from .router import Router
-from .sockets import (EVENTS, MONITOR_EVENTS, POLLIN, close_monitored, open_dealer, recv_frames,
-                      send_frames)
+from .sockets import (EVENTS, HANDSHAKE_FAILED, MONITOR_EVENTS, POLLIN, REFUSED, close_monitored,
+                      open_dealer, recv_frames, send_frames)
 from .wakeup import WakePipe
 
 log = get_logger(__name__)
@@ -259,6 +259,8 @@ class Mailbox:
             self._report_lost(address, "connection lost")
         elif event == zmq.EVENT_CONNECT_RETRIED and link == _CONNECTING:
             self._report_lost(address, "nothing accepts connections at this address")
+        elif event & HANDSHAKE_FAILED and link != _LOST:
+            self._report_lost(address, REFUSED)
 
     def _report_lost(self, address: str, reason: str) -> None:
         self._links[address] = _LOST

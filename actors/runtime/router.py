@@ -21,6 +21,7 @@ import zmq
 from .context import process_context
 from .errors import AddressInUseError
 from .log import get_logger
+from .security import secure
 from .sockets import EVENTS, POLLIN, open_monitor, recv_frames, send_frames
 
 log = get_logger(__name__)
@@ -49,6 +50,11 @@ class Router:
         # Before bind: a listener takes the socket's options when it is bound.
         sock.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
         sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)
+        try:
+            secure(sock, server=True)
+        except BaseException:
+            sock.close(0)
+            raise
         if address.startswith("tcp://") and address.endswith(":0"):
             address = address[:-2] + ":*"
         try:

@@ -1,12 +1,184 @@
-"""The process's transport security: one setting that every socket of the process follows.
+"""The process's transport security: one CURVE setting that every socket of the process follows.
 
-`secure(sock, server=...)` is called on each socket before it binds or connects.
+`secure(sock, server=...)` is called on each socket the project makes, before it
+binds (a server: mailboxes, the store server, attached listeners) or connects (a
+client: connections to peers, store clients). With a `Security` set, servers take
+only CURVE clients whose public key is authorised, checked by a ZAP handler on the
+process's one context (ZeroMQ's authentication protocol), and every connection is
+encrypted; without one, sockets are left as they are.
+
+The setting comes from `set_security`, or, if that was never called, from the
+directory named by ``ACTORGRAD_CURVE_DIR``, read when the first socket is made.
+A directory holds ``zmq.auth`` certificate files (``python -m actors.keys``):
+
+- ``self.key`` and ``self.key_secret``: this process's key pair;
+- ``server.key`` (optional): the public key of the servers this process connects
+  to; without it, its own (every process of a job shares one pair);
+- ``authorized/*.key``: the public keys of the clients that may connect.
 """
 from __future__ import annotations
 
+import os
+import pathlib
+import threading
+from typing import FrozenSet, Iterable, Optional
+
 import zmq
+import zmq.auth
+from zmq.auth.thread import ThreadAuthenticator
+
+from .context import process_context
+from .log import get_logger
+
+log = get_logger(__name__)
+
+DIR_VARIABLE = "ACTORGRAD_CURVE_DIR"
+ZAP_DOMAIN = b"actorgrad"
+
+
+class Security:
+    """A CURVE key pair, the servers' public key and the clients authorised to connect.
+
+    Keys are Z85 text (40 characters), as ``zmq.auth`` writes them. `server_key`
+    defaults to `public_key`; `authorized` to this pair's own public key.
+    """
+
+    def __init__(self, public_key: bytes, secret_key: bytes, *,
+                 server_key: Optional[bytes] = None,
+                 authorized: Optional[Iterable[bytes]] = None):
+        self.public_key = _z85(public_key, "public_key")
+        self.secret_key = _z85(secret_key, "secret_key")
+        self.server_key = self.public_key if server_key is None else _z85(server_key,
+                                                                          "server_key")
+        keys = [self.public_key] if authorized is None else authorized
+        self.authorized: FrozenSet[bytes] = frozenset(_z85(k, "authorized key") for k in keys)
+
+    @classmethod
+    def from_dir(cls, directory: "str | os.PathLike[str]") -> "Security":
+        """The setting a key directory describes (see the module doc).
+
+        FileNotFoundError names a missing file; ValueError a file that holds no key.
+        """
+        root = pathlib.Path(directory)
+        secret_file = root / "self.key_secret"
+        if not secret_file.is_file():
+            raise FileNotFoundError(
+                f"{secret_file} is missing: this process's CURVE key pair; make one with "
+                f"'python -m actors.keys generate {root}'")
+        public, secret = zmq.auth.load_certificate(secret_file)
+        if secret is None:
+            raise ValueError(f"{secret_file} holds no secret key")
+        server_file = root / "server.key"
+        server = zmq.auth.load_certificate(server_file)[0] if server_file.is_file() else None
+        authorized_dir = root / "authorized"
+        if not authorized_dir.is_dir():
+            raise FileNotFoundError(
+                f"{authorized_dir} is missing: the public keys of the clients that may "
+                f"connect; 'python -m actors.keys generate {root}' makes it")
+        authorized = [zmq.auth.load_certificate(path)[0]
+                      for path in sorted(authorized_dir.glob("*.key"))]
+        return cls(public, secret, server_key=server, authorized=authorized)
+
+    def __repr__(self) -> str:
+        return (f"Security(public_key={self.public_key.decode()!r}, "
+                f"{len(self.authorized)} authorized client key(s))")
+
+
+def _z85(key: bytes, what: str) -> bytes:
+    key = key.encode() if isinstance(key, str) else bytes(key)
+    if len(key) != 40:
+        raise ValueError(f"{what} must be a Z85-encoded CURVE key of 40 characters, "
+                         f"got {len(key)}")
+    return key
+
+
+class _Setting:
+    """The process's security and its ZAP handler, under one lock."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.security: Optional[Security] = None
+        self.decided = False  # set_security was called, or the environment was read
+        self.authenticator: Optional[ThreadAuthenticator] = None
+
+
+_setting = _Setting()
+
+
+def set_security(security: Optional[Security]) -> None:
+    """Make `security` the setting of every socket made from now on (None: plain sockets).
+
+    Sockets already open keep what they were made with. Replacing or clearing a
+    setting stops the ZAP handler's thread; the next server socket starts it anew.
+    """
+    if security is not None and not isinstance(security, Security):
+        raise TypeError(f"expected an actors.Security or None, got {type(security).__name__}")
+    with _setting.lock:
+        _stop_authenticator()
+        _setting.security, _setting.decided = security, True
+    log.info("security_set", curve=security is not None)
+
+
+def current_security() -> Optional[Security]:
+    """The process's setting: `set_security`'s, else ``ACTORGRAD_CURVE_DIR``'s, else None."""
+    if _setting.decided:
+        return _setting.security
+    with _setting.lock:
+        if not _setting.decided:
+            directory = os.environ.get(DIR_VARIABLE)
+            _setting.security = Security.from_dir(directory) if directory else None
+            _setting.decided = True
+            if directory:
+                log.info("security_from_environment", directory=directory)
+        return _setting.security
 
 
 def secure(sock: zmq.Socket, *, server: bool) -> None:
     """Apply the process's security setting to `sock`, before it binds (`server`) or connects."""
-    return None
+    security = current_security()
+    if security is None:
+        return
+    sock.setsockopt(zmq.CURVE_SECRETKEY, security.secret_key)
+    sock.setsockopt(zmq.CURVE_PUBLICKEY, security.public_key)
+    if server:
+        _start_authenticator(security)
+        sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+        sock.setsockopt(zmq.CURVE_SERVER, 1)
+    else:
+        sock.setsockopt(zmq.CURVE_SERVERKEY, security.server_key)
+
+
+class _AuthorizedKeys:
+    """ZAP's question, answered from the setting: may this client key connect?"""
+
+    def __init__(self, authorized: FrozenSet[bytes]):
+        self.authorized = authorized
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        allowed = key in self.authorized
+        if not allowed:
+            log.warning("curve_client_refused", client_key=key.decode(errors="replace"))
+        return allowed
+
+
+def _start_authenticator(security: Security) -> None:
+    """The ZAP handler for `security`'s clients, started once (before any server binds)."""
+    if _setting.authenticator is not None:
+        return
+    with _setting.lock:
+        if _setting.authenticator is None:
+            authenticator = ThreadAuthenticator(process_context())
+            authenticator.start()
+            authenticator.configure_curve_callback(
+                ZAP_DOMAIN.decode(), credentials_provider=_AuthorizedKeys(security.authorized))
+            _setting.authenticator = authenticator
+            log.info("zap_handler_started", authorized=len(security.authorized))
+
+
+def _stop_authenticator() -> None:
+    """Stop the ZAP handler's thread (under the setting's lock)."""
+    if _setting.authenticator is not None:
+        _setting.authenticator.stop()
+        _setting.authenticator = None
+        log.info("zap_handler_stopped")
+

@@ -12,6 +12,8 @@ from typing import Any, List, Sequence, Tuple
 
 import zmq
 
+from .security import secure
+
 _SNDMORE = int(zmq.SNDMORE)
 # Plain ints: pyzmq looks an option's enum member up by value on every call.
 EVENTS = int(zmq.EVENTS)
@@ -23,8 +25,15 @@ POLLIN = int(zmq.POLLIN)
 # 5-7 % faster).
 COPY_THRESHOLD = 1 << 20
 
-# The monitor reports when the handshake with the peer is done and when it drops.
-MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
+# A handshake the peer refused: a CURVE key it does not authorise, or a peer that
+# speaks another security mechanism.
+HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                    | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
+# The monitor reports when the handshake with the peer is done, refused, and when the
+# connection drops.
+MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILED
+REFUSED = "the peer refused the handshake: it does not authorise this process's CURVE key, " \
+          "or one side uses CURVE and the other does not"
 
 
 _monitor_ids = itertools.count()
@@ -69,6 +78,11 @@ def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int, heartbeat_tim
     dealer.setsockopt(zmq.RCVHWM, 0)
     dealer.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
     dealer.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)
+    try:
+        secure(dealer, server=False)
+    except BaseException:
+        dealer.close(0)
+        raise
     monitor = open_monitor(dealer, events)
     try:
         dealer.connect(address)
