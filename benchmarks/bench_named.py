@@ -45,6 +45,33 @@ def median_us(call: Callable[[], Any], calls: int, runs: int) -> float:
     return round(percentile(times, 0.5) * 1e6, 1)
 
 
+def compare(label: str, x: np.ndarray, client: Any, dealer: Any,
+            args: argparse.Namespace) -> Dict[str, Any]:
+    """The three round trips of `x`, interleaved `args.runs` times: their medians."""
+    import actors
+
+    def raw_echo() -> Any:
+        dealer.send(x, copy=x.nbytes < (1 << 20))
+        return dealer.recv(copy=False)
+
+    systems = {
+        "pickled_rpc_sync": lambda: actors.rpc_sync("worker1", echo, args=(x,)),
+        "named_json": lambda: client.call("echo", x),
+        "raw_pyzmq": raw_echo,
+    }
+    assert np.array_equal(client.call("echo", x), x)
+    results: Dict[str, list] = {name: [] for name in systems}
+    for _ in range(args.runs):  # interleaved: the machine's noise hits all three
+        for name, call in systems.items():
+            results[name].append(median_us(call, args.calls, 1))
+    figures = {f"{label}_{name}_us": sorted(values)[len(values) // 2]
+               for name, values in results.items()}
+    named = figures[f"{label}_named_json_us"]
+    figures[f"{label}_named_over_pickled"] = ratio(named, figures[f"{label}_pickled_rpc_sync_us"])
+    figures[f"{label}_named_over_raw"] = ratio(named, figures[f"{label}_raw_pyzmq_us"])
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=300, help="calls per size and run")
@@ -64,28 +91,8 @@ def main() -> None:
         client = actors.ExposedClient(actors.get_worker_info("worker1").address)
         try:
             for label, count in SIZES.items():
-                x = np.ones(count, dtype=np.float32)
-
-                def raw_echo() -> Any:
-                    dealer.send(x, copy=count * 4 < (1 << 20))
-                    return dealer.recv(copy=False)
-
-                systems = {
-                    "pickled_rpc_sync": lambda: actors.rpc_sync("worker1", echo, args=(x,)),
-                    "named_json": lambda: client.call("echo", x),
-                    "raw_pyzmq": raw_echo,
-                }
-                assert np.array_equal(client.call("echo", x), x)
-                results = {name: [] for name in systems}
-                for _ in range(args.runs):  # interleaved: the machine's noise hits all three
-                    for name, call in systems.items():
-                        results[name].append(median_us(call, args.calls, 1))
-                for name, values in results.items():
-                    figures[f"{label}_{name}_us"] = sorted(values)[len(values) // 2]
-                figures[f"{label}_named_over_pickled"] = ratio(
-                    figures[f"{label}_named_json_us"], figures[f"{label}_pickled_rpc_sync_us"])
-                figures[f"{label}_named_over_raw"] = ratio(
-                    figures[f"{label}_named_json_us"], figures[f"{label}_raw_pyzmq_us"])
+                figures.update(compare(label, np.ones(count, dtype=np.float32), client,
+                                       dealer, args))
         finally:
             client.close()
             dealer.close(0)
