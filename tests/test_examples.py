@@ -107,3 +107,19 @@ def test_a_c_client_calls_an_exposed_function_with_a_float32_array_and_uses_the_
     assert "scale: 2.5 5 7.5 10 13.75" in out.stdout
     assert "unknown name: error reply" in out.stdout
     assert "C client: all checks passed" in out.stdout
+
+
+def test_the_zmq_pipeline_trains_every_batch_once_between_a_plain_ventilator_and_sink():
+    out = run_example("zmq_pipeline.py")
+    assert "sink: every batch exactly once: True" in out
+    per_worker = out.split("sink: batches per worker ")[1].split("\n")[0]
+    assert all(f"'worker{i}': " in per_worker for i in (0, 1))  # both took part
+    first, last = (float(x) for x in out.split("sink: loss ")[1].split("\n")[0].split(" -> "))
+    assert last < first / 20
+    assert "workers exited with [0, 0]" in out
+
+
+def test_the_pipelines_ventilator_and_sink_do_not_use_actorgrad():
+    for name in ("ventilator.py", "sink.py"):
+        source = (ROOT / "examples" / "zmq_legacy" / name).read_text()
+        assert "actors" not in source and "engine" not in source and "store" not in source

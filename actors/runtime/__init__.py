@@ -22,10 +22,15 @@ its monitor            I/O thread                  libzmq                  I/O t
 `Channel` DEALER, one  the calling thread          that thread             that thread
 per thread and peer    (channel.py)
 its monitor            the calling thread          libzmq                  that thread
+attached socket        I/O thread                  I/O thread (handlers    I/O thread; handlers
+(`Actor.attach`)       (attachments.py)            and other threads:      run on the pool
+                                                   `Attachment.send`)
+ZAP handler's socket   pyzmq's authenticator       its thread              its thread
+                       thread (security.py)
 =====================  ==========================  ======================  =====================
 
 Threads per actor: one I/O thread and its worker pool; per process, libzmq's I/O
-and reaper threads of the one context. Nothing else touches a socket. Resource
+and reaper threads of the one context, and with CURVE the ZAP handler's thread. Nothing else touches a socket. Resource
 owners (`Actor`, `Channel`) release their threads and sockets when closed or
 dropped; their finalizers only ask, and never block.
 """

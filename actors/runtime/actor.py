@@ -25,19 +25,24 @@ from __future__ import annotations
 import itertools
 import time
 import weakref
-from typing import Any, Callable, Dict, NamedTuple, Optional
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
+
+import zmq
 
 from . import envelope
 from .envelope import Message
 from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError,
                      UnknownKindError)
 from .futures import Future
+from .attachments import Attachment, MessageHandler, check_type, open_socket
+from .context import process_context
 from .leaders import LeaderPool
 from .log import get_logger
 from .mailbox import Mailbox, TimerHandle
 from .protocol import ERROR, JSON, ONEWAY, PUSH, RESPONSE, Kind, kind_name
 from .router import Router
 from .scheduler import WorkerPool
+from .security import secure
 from .remote_errors import exception_from_payload
 
 log = get_logger(__name__)
@@ -80,6 +85,7 @@ class ActorCore:
         self._peer_lost_callbacks: list = []
         self._sender_lost_callback: Optional[Callable[[bytes], None]] = None
         self._pending: Dict[int, _Pending] = {}
+        self._attachments: List[Attachment] = []
         self._req_ids = itertools.count(1)
         self._sweeping = False
         heartbeat_ms, timeout_ms = int(heartbeat * 1000), int(heartbeat_timeout * 1000)
@@ -142,6 +148,8 @@ class ActorCore:
     def _teardown(self) -> None:
         """The mailbox's sockets are closed: close the router, fail what is pending."""
         self._stopped = True
+        for attachment in self._attachments:
+            attachment._detach_now()
         if self._router is not None:
             self._router.close()
         self._fail_pending(lambda p: True, ActorStoppedError(f"actor {self.name} stopped"))
@@ -180,6 +188,53 @@ class ActorCore:
     def on_push(self, kind: int, handler: Handler) -> None:
         """Call `handler(message)` on the I/O thread for pushes of `kind` from peers."""
         self._push_handlers[int(kind)] = handler
+
+    # ---- attached sockets ---------------------------------------------------------
+
+    def attach(self, socket_or_endpoint: Union[zmq.Socket, str],
+               on_message: Optional[MessageHandler] = None, *, socket_type: Optional[int] = None,
+               bind: bool = False, subscribe: Sequence[bytes] = (b"",),
+               max_pending: int = 64) -> Attachment:
+        """Put a ZeroMQ socket into this actor's loop (see `actors.runtime.attachments`).
+
+        Either a socket the caller made from the process's context, bound or
+        connected, which it must not touch until `Attachment.detach` hands it back;
+        or an endpoint and a `socket_type` (``zmq.PULL``, ...) for a socket the actor
+        makes (with the process's security, SUB subscribed to `subscribe`), binds or
+        connects, and closes. PULL, SUB, DEALER, PAIR and ROUTER need `on_message`;
+        PUSH and PUB only send. ValueError or TypeError for anything else.
+        """
+        if self._stopped:
+            raise ActorStoppedError(f"actor {self.name} is stopped")
+        if max_pending < 1:
+            raise ValueError(f"max_pending must be at least 1, got {max_pending}")
+        if isinstance(socket_or_endpoint, zmq.Socket):
+            if socket_type is not None:
+                raise TypeError("socket_type goes with an endpoint, not with a socket")
+            sock, owned = socket_or_endpoint, False
+            check_type(sock.type, on_message)
+        elif isinstance(socket_or_endpoint, str) and socket_type is not None:
+            check_type(socket_type, on_message)
+            sock, owned = open_socket(process_context(), socket_or_endpoint, socket_type, bind,
+                                      subscribe, secure), True
+        else:
+            raise TypeError("attach takes a zmq.Socket, or an endpoint with socket_type")
+        attachment = Attachment(self, sock, on_message, owned, max_pending)
+        self._attachments.append(attachment)
+        if self._started:
+            self._mailbox.call_soon(attachment.start)
+        else:
+            attachment.start()
+        log.info("socket_attached", actor=self.name, kind=attachment.kind, owned=owned)
+        return attachment
+
+    def watch_socket(self, sock: zmq.Socket, events: int,
+                     on_ready: Callable[[int], None]) -> None:
+        """The mailbox's `watch`: an attached socket in the poll loop (I/O thread only)."""
+        self._mailbox.watch(sock, events, on_ready)
+
+    def in_io_thread(self) -> bool:
+        return self._mailbox.in_io_thread()
 
     # ---- outgoing -----------------------------------------------------------------
 
@@ -445,5 +500,5 @@ def _delegate(name: str) -> property:
 
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
               "on_push", "request", "notify", "reply", "reply_error", "push", "call_later",
-              "call_soon", "close_soon"):
+              "call_soon", "close_soon", "attach"):
     setattr(Actor, _name, _delegate(_name))

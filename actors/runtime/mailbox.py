@@ -73,6 +73,7 @@ class Mailbox:
         self._router: Optional[Router] = None
         self._on_request: Optional[Callable[[bytes, list], None]] = None
         self._sender_monitor: Optional[zmq.Socket] = None
+        self._watched: Dict[zmq.Socket, Callable[[int], None]] = {}  # attached sockets
         self._on_senders_lost: Optional[Callable[[int], None]] = None
         self._commands: "collections.deque[tuple]" = collections.deque()
         self._wake = WakePipe()
@@ -138,6 +139,17 @@ class Mailbox:
         heapq.heappush(self._timers, (handle.deadline, next(self._timer_seq), handle))
         return handle
 
+    def watch(self, sock: zmq.Socket, events: int, on_ready: Callable[[int], None]) -> None:
+        """Call ``on_ready(events)`` when `sock` has any of `events`; 0 stops watching.
+
+        I/O thread only (or before `start`).
+        """
+        if events:
+            self._poller.register(sock, events)
+            self._watched[sock] = on_ready
+        elif self._watched.pop(sock, None) is not None:
+            self._poller.unregister(sock)
+
     def send_to_peer(self, address: str, frames: List[Any]) -> None:
         """Send `frames` to the actor at `address` over its DEALER; callable from any thread."""
         if self.in_io_thread():
@@ -184,7 +196,7 @@ class Mailbox:
                 more = router_fd is not None and self._drain_router(router_woke)
                 router_woke = False
                 events = poller.poll(0 if more else self._poll_timeout_ms())
-                for sock, _ in events:
+                for sock, ready in events:
                     if sock == router_fd:
                         router_woke = True  # drained at the top of the loop
                     elif sock == self._wake.fd:
@@ -194,6 +206,8 @@ class Mailbox:
                         self._dispatch(self._on_senders_lost, fd)
                     elif sock in self._monitors:
                         self._on_monitor_event(sock)
+                    elif sock in self._watched:
+                        self._dispatch(self._watched[sock], ready)
                     else:
                         self._drain_dealer(sock)
                 self._run_timers()

@@ -88,6 +88,24 @@ def exposed_client(close: bool, host: str) -> None:
     return None
 
 
+def attached_sockets(close: bool, host: str) -> int:
+    """An actor with a bound PULL it made and a PUSH it made, one message through both."""
+    import zmq
+
+    served = Actor("tcp://127.0.0.1:0", name="attaching", num_worker_threads=2).start()
+    done = []
+    inbound = served.attach("tcp://127.0.0.1:0", lambda frames: done.append(1),
+                            socket_type=zmq.PULL, bind=True)
+    feeder = Actor(None, name="feeder", num_worker_threads=1).start()
+    out = feeder.attach(inbound.endpoint, socket_type=zmq.PUSH)
+    out.send([b"one"])
+    assert wait_until(lambda: done == [1], CALL_TIMEOUT)
+    if close:
+        feeder.stop()
+        served.stop()
+    return int(inbound.endpoint.rsplit(":", 1)[1])
+
+
 def rpc_world(close: bool, host: str) -> int:
     """An RPC world of one worker: init_rpc, one rpc_sync, shutdown (its close either way)."""
     port = free_port()
@@ -139,6 +157,7 @@ SCENARIOS: Dict[str, Round] = {
     "actor": actor,
     "channel": channel,
     "exposed_client": exposed_client,
+    "attached_sockets": attached_sockets,
     "rpc_world": rpc_world,
     "process_group": process_group,
     "rendezvous_handler": rendezvous_handler,

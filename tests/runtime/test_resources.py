@@ -79,6 +79,11 @@ def test_dropping_200_named_call_clients_without_close_leaves_no_threads_or_fds(
     assert_released(run_scenario("exposed_client", tmp_path))
 
 
+def test_dropping_200_actors_with_attached_sockets_leaves_no_threads_fds_or_ports(tmp_path):
+    """Actors that made an attached PULL and PUSH, used them once and were dropped."""
+    assert_released(run_scenario("attached_sockets", tmp_path))
+
+
 def test_200_rpc_worlds_of_one_after_shutdown_leave_no_threads_fds_or_ports(tmp_path):
     """init_rpc, one rpc_sync and shutdown(), 200 times: the agent and its store free it all."""
     assert_released(run_scenario("rpc_world", tmp_path))
