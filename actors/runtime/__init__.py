@@ -30,9 +30,10 @@ ZAP handler's socket   pyzmq's authenticator       its thread              its t
 =====================  ==========================  ======================  =====================
 
 Threads per actor: one I/O thread and its worker pool; per process, libzmq's I/O
-and reaper threads of the one context, and with CURVE the ZAP handler's thread. Nothing else touches a socket. Resource
-owners (`Actor`, `Channel`) release their threads and sockets when closed or
-dropped; their finalizers only ask, and never block.
+and reaper threads of the one context, and with CURVE the ZAP handler's thread.
+Nothing else touches a socket. Resource owners (`Actor`, `Channel`) release their
+threads and sockets when closed or dropped; their finalizers only ask, and never
+block.
 """
 from .actor import Actor, ActorCore
 from .envelope import Message
