@@ -203,3 +203,36 @@ def test_a_bad_curve_dir_in_the_environment_fails_the_first_socket_clearly(tmp_p
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "self.key_secret is missing" in out.stderr
 
+
+
+def test_attached_sockets_follow_the_setting_too(keys):
+    import zmq
+
+    job, _ = keys
+    set_security(Security.from_dir(job))
+    receiver = Actor(None, name="curve-pull").start()
+    sender = Actor(None, name="curve-push").start()
+    got = []
+    try:
+        inbound = receiver.attach("tcp://127.0.0.1:0", lambda frames: got.append(frames[0].bytes),
+                                  socket_type=zmq.PULL, bind=True)
+        sender.attach(inbound.endpoint, socket_type=zmq.PUSH).send([b"sealed"])
+        assert wait_until(lambda: got == [b"sealed"], 10)
+        set_security(None)  # a plain pusher: its handshake is refused, nothing arrives
+        plain = zmq.Context.instance().socket(zmq.PUSH)
+        plain.setsockopt(zmq.LINGER, 0)
+        monitor = plain.get_monitor_socket(zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+                                           | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL
+                                           | zmq.EVENT_DISCONNECTED)
+        try:
+            plain.connect(inbound.endpoint)
+            plain.send(b"plain")
+            assert monitor.poll(10_000)  # the server turned it away
+        finally:
+            plain.disable_monitor()
+            monitor.close(0)
+            plain.close(0)
+        assert got == [b"sealed"]
+    finally:
+        sender.stop()
+        receiver.stop()
