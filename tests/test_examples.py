@@ -12,8 +12,8 @@ pytestmark = pytest.mark.timeout(180)
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_example(name: str) -> str:
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / name)], cwd=ROOT,
+def run_example(name: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
                          capture_output=True, text=True, timeout=150)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
@@ -86,12 +86,9 @@ def _c_toolchain() -> bool:
 
 
 def test_a_plain_pyzmq_client_uses_a_safe_mode_worker_and_its_store():
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "foreign" / "demo.py"),
-                          "--clients", "python"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=150)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert "scale: [2.5, 5.0, 7.5, 10.0, 13.75]" in out.stdout
-    assert "pyzmq client: all checks passed" in out.stdout
+    out = run_example("foreign/demo.py", "--clients", "python")
+    assert "scale: [2.5, 5.0, 7.5, 10.0, 13.75]" in out
+    assert "pyzmq client: all checks passed" in out
 
 
 def test_a_c_client_calls_an_exposed_function_with_a_float32_array_and_uses_the_store():
@@ -99,14 +96,11 @@ def test_a_c_client_calls_an_exposed_function_with_a_float32_array_and_uses_the_
         assert os.environ.get("CI") != "true", "CI must have gcc and libzmq headers " \
                                                "(.ci/os-packages installs them)"
         pytest.skip("no C compiler or libzmq headers on this machine")
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "foreign" / "demo.py"),
-                          "--clients", "c"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=150)
-    assert out.returncode == 0, out.stdout + out.stderr
-    assert 'store: set and got back "hello from C"' in out.stdout
-    assert "scale: 2.5 5 7.5 10 13.75" in out.stdout
-    assert "unknown name: error reply" in out.stdout
-    assert "C client: all checks passed" in out.stdout
+    out = run_example("foreign/demo.py", "--clients", "c")
+    assert 'store: set and got back "hello from C"' in out
+    assert "scale: 2.5 5 7.5 10 13.75" in out
+    assert "unknown name: error reply" in out
+    assert "C client: all checks passed" in out
 
 
 def test_the_zmq_pipeline_trains_every_batch_once_between_a_plain_ventilator_and_sink():
