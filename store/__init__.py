@@ -1,7 +1,8 @@
 """Key-value stores for coordinating processes, and init-method rendezvous.
 
-`TCPStore` is imported on first use (module `__getattr__`): it brings in the actor
-runtime, and `import store` should stay cheap for users of the local stores.
+`TCPStore` and `EtcdStore` are imported on first use (module `__getattr__`): they
+bring in the actor runtime or the etcd client, and `import store` should stay cheap
+for users of the local stores.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ __all__ = [
     "PrefixStore",
     "FileStore",
     "TCPStore",
+    "EtcdStore",
     "rendezvous",
     "register_rendezvous_handler",
     "StoreError",
@@ -40,10 +42,15 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name == "TCPStore":
-        from store.tcp_store import TCPStore
+_LAZY = {"TCPStore": "store.tcp_store", "EtcdStore": "store.etcd"}
 
-        globals()["TCPStore"] = TCPStore  # later lookups skip this hook
-        return TCPStore
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is not None:
+        import importlib
+
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # later lookups skip this hook
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

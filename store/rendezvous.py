@@ -1,4 +1,5 @@
-"""Init-method rendezvous: turn `env://`, `tcp://` or `file://` into (store, rank, world_size).
+"""Init-method rendezvous: turn `env://`, `tcp://`, `file://` or `etcd://` into (store, rank,
+world_size).
 
 As in torch's `torch.distributed.rendezvous`, `rendezvous(url, rank, world_size)`
 returns an iterator whose first item is the triple; asking for a second one raises,
@@ -184,6 +185,28 @@ def _file_rendezvous_handler(url: str, **kwargs) -> Iterator[RendezvousResult]:
     return _yield_once("file", make, rank, world_size)
 
 
+def _etcd_rendezvous_handler(url: str, **kwargs) -> Iterator[RendezvousResult]:
+    """etcd://host:port/prefix?rank=R&world_size=W: an EtcdStore on the keys under prefix."""
+    parsed = urlparse(url)
+    try:
+        port = parsed.port
+    except ValueError:
+        raise RendezvousHandlerError(f"bad port in {url!r}") from None
+    if not parsed.hostname or port is None:
+        raise RendezvousHandlerError(f"etcd:// rendezvous needs host:port, got {url!r}")
+    rank, world_size = _rank_and_world(url, _query(url), from_env=False)
+    prefix = unquote(parsed.path).rstrip("/") or "/actorgrad"
+    timeout = kwargs.get("timeout", DEFAULT_TIMEOUT)
+
+    def make() -> Store:
+        from store.etcd import EtcdStore  # lazily: it needs the etcd client package
+
+        return EtcdStore(f"{parsed.hostname}:{port}", prefix, timeout=timeout)
+
+    return _yield_once("etcd", make, rank, world_size)
+
+
 register_rendezvous_handler("env", _env_rendezvous_handler)
 register_rendezvous_handler("tcp", _tcp_rendezvous_handler)
 register_rendezvous_handler("file", _file_rendezvous_handler)
+register_rendezvous_handler("etcd", _etcd_rendezvous_handler)

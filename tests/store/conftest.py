@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 from typing import Iterator
 
 import pytest
 
 from store import FileStore, HashStore, PrefixStore, Store, TCPStore
+from tests.store.etcd_server import etcd_server
 from tests.store.stores import SPEC_TIMEOUT, open_store
 
 
@@ -20,7 +22,19 @@ def tcp_server() -> Iterator[Store]:
         server.close()
 
 
-@pytest.fixture(params=["hash", "file", "prefix", "tcp"])
+@pytest.fixture(scope="session")
+def etcd_endpoint(tmp_path_factory) -> Iterator[str]:
+    """One real etcd server for the session's tests (each uses a prefix of its own)."""
+    with etcd_server(tmp_path_factory.mktemp("etcd") / "data") as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def etcd_prefix() -> str:
+    return f"/test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture(params=["hash", "file", "prefix", "tcp", "etcd"])
 def store(request, tmp_path) -> Iterator[Store]:
     """A fresh, empty store of each kind, with a 10 s default timeout."""
     kind = request.param
@@ -33,14 +47,17 @@ def store(request, tmp_path) -> Iterator[Store]:
             inner = HashStore(timeout=SPEC_TIMEOUT)
             stack.callback(inner.close)
             s = PrefixStore("job", inner)
-        else:
+        elif kind == "tcp":
             server = stack.enter_context(tcp_server())
             s = open_store(("tcp", "127.0.0.1", server.port))
+        else:
+            endpoint = request.getfixturevalue("etcd_endpoint")
+            s = open_store(("etcd", endpoint, request.getfixturevalue("etcd_prefix")))
         stack.callback(s.close)
         yield s
 
 
-@pytest.fixture(params=["file", "tcp"])
+@pytest.fixture(params=["file", "tcp", "etcd"])
 def shared_store_spec(request, tmp_path) -> Iterator[tuple]:
     """A spec that spawned processes open with `open_store`; the test's process owns the store."""
     if request.param == "file":
@@ -50,6 +67,9 @@ def shared_store_spec(request, tmp_path) -> Iterator[tuple]:
             yield ("file", path)
         finally:
             owner.close()
-    else:
+    elif request.param == "tcp":
         with tcp_server() as server:
             yield ("tcp", "127.0.0.1", server.port)
+    else:
+        yield ("etcd", request.getfixturevalue("etcd_endpoint"),
+               request.getfixturevalue("etcd_prefix"))

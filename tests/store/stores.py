@@ -1,6 +1,7 @@
 """Open a store from a picklable spec, so spawned processes can reach the test's store.
 
-Specs: `("hash",)` (in-process only), `("file", path)`, `("tcp", host, port)`.
+Specs: `("hash",)` (in-process only), `("file", path)`, `("tcp", host, port)`,
+`("etcd", "host:port", prefix)`.
 """
 from __future__ import annotations
 
@@ -26,4 +27,8 @@ def open_store(spec: StoreSpec) -> Store:
         return TCPStore(
             spec[1], spec[2], is_master=False, timeout=SPEC_TIMEOUT, wait_for_workers=False
         )
+    if kind == "etcd":
+        from store.etcd import EtcdStore
+
+        return EtcdStore(spec[1], spec[2], timeout=SPEC_TIMEOUT)
     raise ValueError(f"unknown store spec {spec!r}")

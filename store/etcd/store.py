@@ -1,0 +1,358 @@
+"""`EtcdStore`: the Store API on etcd v3, so a job's coordination outlives any one host.
+
+Layout under `prefix`: ``<prefix>/k/<key>`` holds a plain key, ``<prefix>/q/<key>/<id>``
+one queued item (FIFO by etcd's creation revision). The rules are `KeySpace`'s, the
+same as every other store's:
+
+- a read-modify-write (`add`, `compare_set`, `append`) reads the key, applies the
+  KeySpace rule to it, and writes in a transaction that holds only if the key was
+  not written meanwhile; a conflict retries;
+- a blocking operation (`get`, `wait`, `multi_get`, a blocking `queue_pop`) reads,
+  and if it must wait, watches the namespace from the revision it read (so no
+  change is missed, and nothing polls) until it can answer or its deadline passes;
+- `set_ephemeral` puts the key on a lease this client keeps alive: a killed client's
+  keys vanish within `ephemeral_ttl` seconds, a closed client's at once;
+- `watch_key` callbacks run on the store's `WatchDispatcher` thread.
+"""
+from __future__ import annotations
+
+import random
+import threading
+import time
+import uuid
+import weakref
+from typing import Callable, List, Optional, Sequence, Tuple, TypeVar
+
+from actors.runtime.log import get_logger
+from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
+                        check_keys, check_values, to_bytes)
+from store.errors import QueueEmptyError, StoreError, StoreTimeoutError
+from store.keyspace import INTERNAL_PREFIX, KeySpace
+from store.watch import WatchDispatcher
+
+from .gateway import Event, Gateway, delete_op, prefix_end, put_op, range_op, same_revision
+
+log = get_logger(__name__)
+
+T = TypeVar("T")
+# What a blocking operation's attempt yields: (answer or None, revision read, missing keys).
+Attempt = Tuple[Optional[T], int, List[str]]
+EPHEMERAL_TTL = 15  # seconds, as DESIGN §8 asks
+
+
+class EtcdStore(Store):
+    """A client of the keys under `prefix` on the etcd server at `endpoint` (``host:port``).
+
+    Clients with the same endpoint and prefix share one store. StoreConnectionError
+    when etcd cannot be reached; StoreTimeoutError when a blocking operation's
+    deadline passes.
+    """
+
+    def __init__(self, endpoint: str, prefix: str = "/actorgrad", timeout: Timeout = 300.0,
+                 *, ephemeral_ttl: int = EPHEMERAL_TTL):
+        super().__init__(timeout)
+        self.endpoint, self.prefix = endpoint, prefix.rstrip("/")
+        self._etcd = Gateway(endpoint, timeout=min(self.timeout, 30.0) or 30.0)
+        root = self.prefix.encode()
+        self._keys, self._queues = root + b"/k/", root + b"/q/"
+        self._ephemeral_ttl = ephemeral_ttl
+        self._session = session = _Session(self._etcd)
+        self._lock, self._closed = session.lock, session.closed
+        self._etcd.range(self._keys, count_only=True)  # reachable now, or a clear error
+        # A dropped store ends its session too; nothing in a finalizer blocks.
+        weakref.finalize(self, session.close_soon).atexit = False
+        log.info("etcd_store_connected", endpoint=endpoint, prefix=self.prefix)
+
+    # ---- names ----------------------------------------------------------------------
+
+    def _key(self, key: str) -> bytes:
+        return self._keys + key.encode()
+
+    def _queue(self, key: str) -> bytes:
+        return self._queues + key.encode() + b"/"
+
+    def _check_open(self) -> None:
+        if self._closed.is_set():
+            raise StoreError(f"EtcdStore {self.endpoint}{self.prefix} is closed")
+
+    # ---- plain keys -------------------------------------------------------------------
+
+    def set(self, key: str, value: Value) -> None:
+        key, value = check_key(key), to_bytes(value)
+        self._check_open()
+        self._etcd.put(self._key(key), value)
+
+    def get(self, key: str) -> bytes:
+        key = check_key(key)
+        return self._block(lambda: self._read_all([key]), "get", self.timeout)[0]
+
+    def add(self, key: str, amount: int) -> int:
+        key, amount = check_key(key), check_amount(amount)
+        return self._update(key, lambda space: space.add(key, amount))
+
+    def compare_set(self, key: str, expected: Value, desired: Value) -> bytes:
+        key = check_key(key)
+        expected, desired = to_bytes(expected, "expected"), to_bytes(desired, "desired")
+        return self._update(key, lambda space: space.compare_set(key, expected, desired))
+
+    def append(self, key: str, value: Value) -> None:
+        key, value = check_key(key), to_bytes(value)
+        self._update(key, lambda space: space.append(key, value))
+
+    def delete_key(self, key: str) -> bool:
+        key = check_key(key)
+        self._check_open()
+        return self._etcd.delete(self._key(key)) > 0
+
+    def check(self, keys: Sequence[str]) -> bool:
+        keys = check_keys(keys)
+        self._check_open()
+        return self._read_all(keys)[0] is not None
+
+    def num_keys(self) -> int:
+        return len(self.list_keys())
+
+    def list_keys(self) -> List[str]:
+        self._check_open()
+        kvs, _, _ = self._etcd.range(self._keys, prefix_end(self._keys), keys_only=True)
+        names = (kv.key[len(self._keys):].decode() for kv in kvs)
+        return sorted(name for name in names if not name.startswith(INTERNAL_PREFIX))
+
+    def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
+        keys = check_keys(keys)
+        self._block(lambda: self._read_all(keys), "wait", self._timeout_or_default(timeout))
+
+    def multi_get(self, keys: Sequence[str]) -> list:
+        keys = check_keys(keys)
+        return self._block(lambda: self._read_all(keys), "multi_get", self.timeout)
+
+    def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
+        keys = check_keys(keys)
+        values = check_values(values, len(keys))
+        self._check_open()
+        latest = dict(zip(keys, values))  # etcd refuses two writes of one key in a txn
+        self._etcd.txn([], [put_op(self._key(k), v) for k, v in latest.items()])
+
+    def set_ephemeral(self, key: str, value: Value) -> None:
+        """Set `key` for as long as this client lives (its lease is kept alive)."""
+        key, value = check_key(key), to_bytes(value)
+        self._check_open()
+        self._etcd.put(self._key(key), value, lease=self._ephemeral_lease())
+
+    # ---- queues -----------------------------------------------------------------------
+
+    def queue_push(self, key: str, value: Value) -> None:
+        key, value = check_key(key), to_bytes(value)
+        self._check_open()
+        self._etcd.put(self._queue(key) + uuid.uuid4().hex.encode(), value)
+
+    def queue_pop(self, key: str, block: bool = True, timeout: Optional[Timeout] = None) -> bytes:
+        key = check_key(key)
+        if block:
+            return self._block(lambda: self._pop(key), "queue_pop",
+                               self._timeout_or_default(timeout), self._queue(key))
+        value = self._pop(key)[0]
+        if value is None:
+            raise QueueEmptyError(f"queue {key!r} is empty")
+        return value
+
+    def queue_len(self, key: str) -> int:
+        key = check_key(key)
+        self._check_open()
+        _, count, _ = self._etcd.range(self._queue(key), prefix_end(self._queue(key)),
+                                       count_only=True)
+        return count
+
+    def _pop(self, key: str) -> Attempt:
+        """Take the oldest item, if any (an `Attempt`)."""
+        while True:
+            self._check_open()
+            start = self._queue(key)
+            kvs, _, revision = self._etcd.range(start, prefix_end(start), limit=1,
+                                                oldest_first=True)
+            if not kvs:
+                return None, revision, [key]
+            oldest = kvs[0]
+            taken, _, _ = self._etcd.txn([same_revision(oldest.key, oldest.mod_revision)],
+                                      [delete_op(oldest.key)])
+            if taken:
+                return oldest.value, revision, []
+
+    # ---- watches ----------------------------------------------------------------------
+
+    def watch_key(self, key: str, callback: WatchCallback) -> None:
+        key = check_key(key)
+        if not callable(callback):
+            raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        with self._lock:
+            self._check_open()
+            dispatcher = self._session.dispatcher()
+            first = not dispatcher.watched(key)
+            dispatcher.add(key, callback)
+        if first:
+            _, _, revision = self._etcd.range(self._key(key), count_only=True)
+
+            def deliver(event: Event) -> None:
+                dispatcher.notify(key, event[1], event[2])
+
+            self._session.add_watch(self._etcd.watch(self._key(key), None, revision + 1,
+                                                     deliver))
+
+    # ---- the two patterns: read-modify-write and read-or-wait -----------------------------
+
+    def _update(self, key: str, rule: Callable[[KeySpace], T]) -> T:
+        """Apply a KeySpace `rule` to `key` atomically; its return value.
+
+        A write holds only if the key is as read; when it is not, the transaction's
+        failure branch reads the key again, so a conflict costs one round trip.
+        """
+        name = self._key(key)
+        self._check_open()
+        kvs, _, _ = self._etcd.range(name)
+        conflicts = 0
+        while True:
+            current = kvs[0] if kvs else None
+            space = KeySpace.from_state({"data": {key: current.value}} if current else {})
+            result = rule(space)
+            if space.version == 0:
+                return result  # the rule wrote nothing
+            written, reads, _ = self._etcd.txn(
+                [same_revision(name, current.mod_revision if current else 0)],
+                [put_op(name, space.get(key))], [range_op(name)])
+            if written:
+                return result
+            self._check_open()
+            kvs = reads[0]
+            conflicts += 1
+            # Writers that collided back off a random while, so that one of them wins
+            # the next round instead of all of them failing it again.
+            time.sleep(random.uniform(0, min(0.0005 * conflicts, 0.005)))
+
+    def _read_all(self, keys: Sequence[str]) -> Attempt:
+        """`keys`' values read in one transaction (an `Attempt`: None if any is missing)."""
+        self._check_open()
+        if not keys:
+            return [], 0, []
+        _, reads, revision = self._etcd.txn([], [range_op(self._key(k)) for k in keys])
+        missing = [k for k, kvs in zip(keys, reads) if not kvs]
+        if missing:
+            return None, revision, missing
+        return [kvs[0].value for kvs in reads], revision, []
+
+    def _block(self, attempt: Callable[[], Attempt], operation: str, timeout: float,
+               watched: Optional[bytes] = None) -> T:
+        """`attempt()` until it answers, woken by changes under `watched` (the plain keys
+        by default) from the revision it read; StoreTimeoutError naming what is missing
+        once `timeout` seconds pass (0: wait forever)."""
+        deadline = time.monotonic() + timeout if timeout else None
+        result, revision, missing = attempt()
+        if result is not None:
+            return result
+        changed = threading.Event()
+        start = watched or self._keys
+        stop = self._etcd.watch(start, prefix_end(start), revision + 1,
+                                lambda event: changed.set())
+        try:
+            while True:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise StoreTimeoutError(operation, missing, timeout)
+                # Bounded slices, so that a close() from another thread is noticed.
+                if changed.wait(1.0 if remaining is None else min(remaining, 1.0)):
+                    changed.clear()
+                    result, _, missing = attempt()
+                    if result is not None:
+                        return result
+                self._check_open()
+        finally:
+            stop()
+
+    # ---- lifecycle --------------------------------------------------------------------
+
+    def _ephemeral_lease(self) -> int:
+        return self._session.lease(self._ephemeral_ttl)
+
+    def clone(self) -> "EtcdStore":
+        return EtcdStore(self.endpoint, self.prefix, self.timeout,
+                         ephemeral_ttl=self._ephemeral_ttl)
+
+    def close(self) -> None:
+        """Stop watches and the lease's keep-alive; this client's ephemeral keys go now."""
+        self._session.close()
+
+
+class _Session:
+    """What a store client holds open: its watches, its lease and the keep-alive thread.
+
+    The threads reference this object, never the store, so a dropped store is
+    collected and its finalizer ends the session (`close_soon`).
+    """
+
+    def __init__(self, etcd: Gateway):
+        self.etcd = etcd
+        self.lock = threading.Lock()
+        self.closed = threading.Event()
+        self._lease: Optional[int] = None
+        self._keeper: Optional[threading.Thread] = None
+        self._watchers: Optional[WatchDispatcher] = None
+        self._watch_stops: List[Callable[[], None]] = []
+
+    def dispatcher(self) -> WatchDispatcher:
+        """The watch callbacks' thread, started on first use (call under `lock`)."""
+        if self._watchers is None:
+            self._watchers = WatchDispatcher("actorgrad-etcdstore-watch")
+        return self._watchers
+
+    def add_watch(self, stop: Callable[[], None]) -> None:
+        with self.lock:
+            if not self.closed.is_set():
+                self._watch_stops.append(stop)
+                return
+        stop()
+
+    def lease(self, ttl: int) -> int:
+        """This client's lease for ephemeral keys, granted and kept alive on first use."""
+        with self.lock:
+            if self._lease is None:
+                self._lease = self.etcd.grant(ttl)
+                self._keeper = threading.Thread(target=_keep_alive,
+                                                args=(self.etcd, self._lease, ttl, self.closed),
+                                                name="actorgrad-etcd-lease", daemon=True)
+                self._keeper.start()
+            return self._lease
+
+    def close_soon(self) -> None:
+        """End everything without waiting: the keep-alive thread revokes the lease as it
+        leaves."""
+        if self.closed.is_set():
+            return
+        self.closed.set()
+        with self.lock:
+            stops, self._watch_stops = self._watch_stops, []
+        for stop in stops:
+            stop()
+        if self._watchers is not None:
+            self._watchers.close_soon()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """`close_soon`, then wait (bounded) for the threads."""
+        self.close_soon()
+        if self._keeper is not None:
+            self._keeper.join(timeout)
+        if self._watchers is not None:
+            self._watchers.close(timeout)
+
+
+def _keep_alive(etcd: Gateway, lease: int, ttl: int, closed: threading.Event) -> None:
+    """Refresh `lease` a few times per TTL until the store closes, then revoke it."""
+    while not closed.wait(ttl / 3):
+        try:
+            if etcd.keep_alive(lease) <= 0:
+                log.warning("etcd_lease_expired", lease=lease)
+                return
+        except StoreError as exc:
+            log.warning("etcd_lease_keep_alive_failed", lease=lease, error=str(exc))
+    try:
+        etcd.revoke(lease)  # the client's ephemeral keys go now, not at the TTL
+    except StoreError as exc:
+        log.warning("etcd_lease_not_revoked", lease=lease, error=str(exc))

@@ -1,0 +1,22 @@
+"""Store clients in spawned processes, for the etcd tests."""
+import threading
+
+from store.etcd import EtcdStore
+
+
+def hold_ephemeral(endpoint, prefix, ttl, ready):
+    """Set an ephemeral key and wait to be killed."""
+    store = EtcdStore(endpoint, prefix, timeout=10, ephemeral_ttl=ttl)
+    store.set_ephemeral("alive", "yes")
+    ready.put("set")
+    threading.Event().wait(600)  # until the test kills this process
+
+
+def rpc_rank(endpoint, prefix, rank, results):
+    import actors
+
+    actors.init_rpc(f"w{rank}", rank, 2, init_method=f"etcd://{endpoint}{prefix}", timeout=60)
+    try:
+        results.put(actors.rpc_sync(f"w{1 - rank}", sum, args=([rank, 10],)))
+    finally:
+        actors.shutdown()

@@ -1,0 +1,121 @@
+"""What EtcdStore adds to the store rules that every store passes (test_store_semantics):
+leases, the etcd:// init method, prefixes, resources, and an unreachable server."""
+import multiprocessing as mp
+import threading
+import time
+
+import pytest
+
+from store import rendezvous
+from store.errors import StoreConnectionError
+from store.etcd import EtcdStore
+from tests.net import free_port
+from tests.store import etcd_clients
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(120)
+ctx = mp.get_context("spawn")
+
+
+def test_a_killed_clients_ephemeral_key_vanishes_within_its_lease_ttl(etcd_endpoint,
+                                                                       etcd_prefix):
+    ttl = 2
+    ready = ctx.Queue()
+    holder = ctx.Process(target=etcd_clients.hold_ephemeral,
+                         args=(etcd_endpoint, etcd_prefix, ttl, ready), daemon=True)
+    holder.start()
+    try:
+        assert ready.get(timeout=30) == "set"
+        store = EtcdStore(etcd_endpoint, etcd_prefix, timeout=10)
+        assert store.get("alive") == b"yes"
+        holder.kill()
+        holder.join(10)
+        killed = time.monotonic()
+        assert wait_until(lambda: not store.check(["alive"]), ttl + 5)
+        assert time.monotonic() - killed <= ttl + 1.5
+        store.close()
+    finally:
+        if holder.is_alive():
+            holder.kill()
+            holder.join(10)
+
+
+def test_a_closed_clients_ephemeral_keys_go_at_once_and_plain_keys_stay(etcd_endpoint,
+                                                                         etcd_prefix):
+    owner = EtcdStore(etcd_endpoint, etcd_prefix, timeout=10)
+    owner.set_ephemeral("session", "1")
+    owner.set("plain", "2")
+    seen = threading.Event()
+    observer = EtcdStore(etcd_endpoint, etcd_prefix, timeout=10)
+    observer.watch_key("session", lambda old, new: new is None and seen.set())
+    owner.close()
+    assert seen.wait(3)  # revoked on close, well before the 15 s TTL
+    assert observer.get("plain") == b"2"
+    observer.close()
+
+
+def test_stores_with_different_prefixes_do_not_see_each_other(etcd_endpoint, etcd_prefix):
+    first = EtcdStore(etcd_endpoint, etcd_prefix + "/a", timeout=2)
+    second = EtcdStore(etcd_endpoint, etcd_prefix + "/ab", timeout=2)
+    first.set("k", "1")
+    first.queue_push("q", "x")
+    assert second.num_keys() == 0 and second.queue_len("q") == 0
+    assert not second.check(["k"])
+    first.close()
+    second.close()
+
+
+def test_the_etcd_init_method_gives_a_store_rank_and_world_size(etcd_endpoint, etcd_prefix):
+    store, rank, world_size = next(rendezvous(f"etcd://{etcd_endpoint}{etcd_prefix}?rank=1"
+                                              f"&world_size=3"))
+    try:
+        assert (rank, world_size) == (1, 3) and isinstance(store, EtcdStore)
+        assert store.prefix == etcd_prefix
+        store.set("x", "y")
+        assert EtcdStore(etcd_endpoint, etcd_prefix).get("x") == b"y"
+    finally:
+        store.close()
+
+
+def test_an_rpc_world_forms_through_etcd(etcd_endpoint, etcd_prefix):
+    results = ctx.Queue()
+    ranks = [ctx.Process(target=etcd_clients.rpc_rank,
+                         args=(etcd_endpoint, etcd_prefix, rank, results), daemon=True)
+             for rank in (0, 1)]
+    for process in ranks:
+        process.start()
+    try:
+        assert sorted(results.get(timeout=60) for _ in ranks) == [10, 11]
+        for process in ranks:
+            process.join(30)
+            assert process.exitcode == 0
+    finally:
+        for process in ranks:
+            if process.is_alive():
+                process.kill()
+                process.join(10)
+
+
+def test_an_unreachable_etcd_is_a_clear_connection_error():
+    started = time.monotonic()
+    with pytest.raises(StoreConnectionError, match="unreachable"):
+        EtcdStore(f"127.0.0.1:{free_port()}", "/x", timeout=5)
+    assert time.monotonic() - started < 5
+
+
+def test_dropped_clients_with_watches_and_leases_leave_no_threads(etcd_endpoint, etcd_prefix):
+    import gc
+
+    def one_round():
+        store = EtcdStore(etcd_endpoint, etcd_prefix, timeout=5, ephemeral_ttl=3)
+        store.watch_key("w", lambda old, new: store.num_keys())  # refers back to the store
+        store.set_ephemeral("e", "1")
+        store.set("w", "1")
+
+    before = threading.active_count()
+    for _ in range(20):
+        one_round()
+    gc.collect()
+    assert wait_until(lambda: threading.active_count() <= before, 15), \
+        [t.name for t in threading.enumerate()]
+
