@@ -50,7 +50,7 @@ def configure() -> None:
             ],
             wrapper_class=structlog.make_filtering_bound_logger(
                 level if isinstance(level, int) else logging.INFO),
-            logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+            logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
             cache_logger_on_first_use=True,
         )
         _configured = True
@@ -67,3 +67,20 @@ def _drop_quiet_events(logger: object, method: str, event: dict) -> dict:
             PROGRESS_LOGGERS):
         raise structlog.DropEvent
     return event
+
+
+class _CurrentStderr:
+    """`sys.stderr` as it is at each write. A line from a daemon thread after the stream
+    was closed (at interpreter exit) is dropped: logging must never raise there."""
+
+    def write(self, text: str) -> int:
+        try:
+            return sys.stderr.write(text)
+        except (AttributeError, OSError, ValueError):
+            return 0
+
+    def flush(self) -> None:
+        try:
+            sys.stderr.flush()
+        except (AttributeError, OSError, ValueError):
+            pass

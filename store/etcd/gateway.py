@@ -1,14 +1,25 @@
 """The etcd v3 calls the store needs, over etcd's JSON gateway (the `etcd3gw` client).
 
 Keys and values are bytes here; the gateway's base64 is this module's business.
-Every failure to reach etcd is a StoreConnectionError naming the endpoint.
+A request that etcd cannot have applied (the connection was refused, or etcd had
+no leader) is retried until the gateway's `retry_for` seconds pass, so a member
+restart costs a pause, not an error; a request that may have been applied is
+retried only if repeating it is harmless (`idempotent`). Every other failure to
+reach etcd is a StoreConnectionError naming the endpoint.
 """
 from __future__ import annotations
 
 import base64
+import json
+import socket
+import threading
+import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
+from actors.runtime.log import get_logger
 from store.errors import StoreConnectionError
+
+log = get_logger(__name__)
 
 Event = Tuple[bytes, Optional[bytes], Optional[bytes]]  # key, old value, new value
 
@@ -73,29 +84,54 @@ def same_revision(key: bytes, mod_revision: int) -> dict:
 
 
 class Gateway:
-    """One etcd endpoint (``host:port``); safe to share between threads."""
+    """One etcd endpoint (``host:port``); safe to share between threads.
 
-    def __init__(self, endpoint: str, timeout: float):
-        import etcd3gw
+    `timeout` bounds each request; `retry_for` bounds the retries of one call.
+    """
 
+    def __init__(self, endpoint: str, timeout: float, retry_for: float = 30.0):
         host, _, port = endpoint.replace("http://", "").rstrip("/").rpartition(":")
         self.endpoint = endpoint
-        self._client = etcd3gw.Etcd3Client(host=host or "127.0.0.1", port=int(port),
-                                           timeout=timeout)
+        self.host, self.port = host or "127.0.0.1", int(port)
+        self.timeout, self.retry_for = timeout, retry_for
+        self._client = self.new_client()
 
-    def _post(self, path: str, body: dict) -> dict:
+    def new_client(self) -> Any:
+        """An etcd3gw client of its own (one HTTP connection pool)."""
+        import etcd3gw
+
+        return etcd3gw.Etcd3Client(host=self.host, port=self.port, timeout=self.timeout)
+
+    def _post(self, path: str, body: dict, idempotent: bool = True,
+              retry_for: Optional[float] = None) -> dict:
         from etcd3gw import exceptions
 
-        try:
-            return self._client.post(self._client.get_url(path), json=body)
-        except (exceptions.ConnectionFailedError, exceptions.ConnectionTimeoutError) as exc:
-            raise StoreConnectionError(f"etcd at {self.endpoint} unreachable: {exc}") from None
-        except exceptions.Etcd3Exception as exc:
-            raise StoreConnectionError(f"etcd at {self.endpoint} refused {path}: {exc}") from None
+        deadline = time.monotonic() + (self.retry_for if retry_for is None else retry_for)
+        delay = RETRY_FIRST_DELAY
+        while True:
+            try:
+                return self._client.post(self._client.get_url(path), json=body)
+            except (exceptions.ConnectionFailedError,
+                    exceptions.ConnectionTimeoutError) as exc:
+                if not (idempotent or not_applied(exc)):
+                    raise StoreConnectionError(
+                        f"etcd at {self.endpoint} failed during {path}, which it may or "
+                        f"may not have applied: {describe(exc)}") from None
+                if time.monotonic() + delay > deadline:
+                    raise StoreConnectionError(
+                        f"etcd at {self.endpoint} unreachable: {describe(exc)}") from None
+                log.info("etcd_request_retried", endpoint=self.endpoint, path=path,
+                         error=describe(exc))
+            except exceptions.Etcd3Exception as exc:
+                raise StoreConnectionError(
+                    f"etcd at {self.endpoint} refused {path}: {describe(exc)}") from None
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_DELAY)
 
     def range(self, key: bytes, end: Optional[bytes] = None, *, limit: int = 0,
               count_only: bool = False, keys_only: bool = False,
-              oldest_first: bool = False) -> Tuple[List[KeyValue], int, int]:
+              oldest_first: bool = False, retry_for: Optional[float] = None
+              ) -> Tuple[List[KeyValue], int, int]:
         """``(key-values, count, revision)`` of `key`, or of the range [key, end)."""
         body: Dict[str, Any] = {"key": encode(key)}
         if end is not None:
@@ -108,7 +144,7 @@ class Gateway:
             body["keys_only"] = True
         if oldest_first:
             body.update(sort_target="CREATE", sort_order="ASCEND")
-        reply = self._post("/kv/range", body)
+        reply = self._post("/kv/range", body, retry_for=retry_for)
         return ([_kv(raw) for raw in reply.get("kvs", [])], int(reply.get("count", 0)),
                 int(reply["header"]["revision"]))
 
@@ -124,9 +160,9 @@ class Gateway:
     def txn(self, compare: List[dict], success: List[dict],
             failure: Optional[List[dict]] = None) -> Tuple[bool, List[List[KeyValue]], int]:
         """Run a transaction: ``(succeeded, the key-values each range request read,
-        revision)``."""
+        revision)``. A conditional one is not repeated once etcd may have applied it."""
         reply = self._post("/kv/txn", {"compare": compare, "success": success,
-                                       "failure": failure or []})
+                                       "failure": failure or []}, idempotent=not compare)
         reads = [[_kv(raw) for raw in response["response_range"].get("kvs", [])]
                  for response in reply.get("responses", []) if "response_range" in response]
         return (bool(reply.get("succeeded", False)), reads,
@@ -140,25 +176,125 @@ class Gateway:
         reply = self._post("/lease/keepalive", {"ID": str(lease)})
         return int(reply.get("result", {}).get("TTL", 0))
 
-    def revoke(self, lease: int) -> None:
-        self._post("/lease/revoke", {"ID": str(lease)})
+    def revoke(self, lease: int, retry_for: Optional[float] = None) -> None:
+        self._post("/lease/revoke", {"ID": str(lease)}, retry_for=retry_for)
 
     def watch(self, key: bytes, end: Optional[bytes], start_revision: int,
               on_event: Callable[[Event], None]) -> Callable[[], None]:
         """Call ``on_event((key, old, new))`` for each change from `start_revision` on (on
-        the watch's own thread); returns the function that stops the watch."""
-        from etcd3gw import watch
+        the watch's own thread, across etcd restarts); returns the function that stops
+        the watch."""
+        return WatchStream(self, key, end, start_revision, on_event).stop
 
-        def deliver(event: dict) -> None:
-            kv = event["kv"]
-            old = event.get("prev_kv")
-            new = None if event.get("type") == "DELETE" else kv.get("value", b"")
-            on_event((kv["key"], None if old is None else decode(old.get("value")), new))
 
+RETRY_FIRST_DELAY = 0.05  # seconds; doubled after each failed attempt
+RETRY_MAX_DELAY = 1.0
+
+
+def not_applied(exc: Exception) -> bool:
+    """Whether etcd surely did not apply the request that failed with `exc`: the
+    connection was never made, or etcd answered that it could not serve it."""
+    text = describe(exc)
+    if "Failed to establish a new connection" in text or "Connection refused" in text:
+        return True
+    return "etcdserver:" in text and "timed out" not in text
+
+
+def describe(exc: Exception) -> str:
+    return " ".join(str(arg) for arg in exc.args if arg) or type(exc).__name__
+
+
+class WatchStream:
+    """A watch of [key, end) on its own thread and connection, from `start_revision` on.
+
+    When etcd drops the stream (a restart), it reconnects and resumes after the last
+    revision it delivered, so no change is missed; if etcd has compacted that
+    history away, it resumes from the oldest revision etcd still has and logs it.
+    etcd3gw's own watcher does neither, and closes its client's whole connection
+    pool to stop; this is the one gateway call the store makes by hand.
+    """
+
+    def __init__(self, gateway: Gateway, key: bytes, end: Optional[bytes],
+                 start_revision: int, on_event: Callable[[Event], None]):
+        self._gateway, self._on_event = gateway, on_event
+        self._request: Dict[str, Any] = {"key": encode(key), "prev_kv": True}
+        if end is not None:
+            self._request["range_end"] = encode(end)
+        self._next_revision = start_revision
+        self._stopped = threading.Event()
+        self._lock = threading.Lock()
+        self._response: Any = None
+        self._thread = threading.Thread(target=self._run, name="actorgrad-etcd-watch",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the stream now; never blocks on the network."""
+        self._stopped.set()
+        with self._lock:
+            response, self._response = self._response, None
+        if response is not None:
+            _shut_down(response)
+
+    def _run(self) -> None:
+        delay = RETRY_FIRST_DELAY
+        while not self._stopped.is_set():
+            try:
+                self._stream()
+                delay = RETRY_FIRST_DELAY
+            except Exception as exc:  # noqa: BLE001 - requests' many connection errors
+                if self._stopped.is_set():
+                    break
+                log.info("etcd_watch_interrupted", endpoint=self._gateway.endpoint,
+                         error=describe(exc))
+            if self._stopped.wait(delay):
+                break
+            delay = min(delay * 2, RETRY_MAX_DELAY)
+
+    def _stream(self) -> None:
+        client = self._gateway.new_client()
+        request = dict(self._request, start_revision=str(self._next_revision))
+        response = client.session.post(client.get_url("/watch"),
+                                       json={"create_request": request}, stream=True,
+                                       timeout=(self._gateway.timeout, None))
+        with self._lock:
+            if self._stopped.is_set():
+                _shut_down(response)
+                return
+            self._response = response
         try:
-            watcher = watch.Watcher(self._client, key, deliver, start_revision=start_revision,
-                                    prev_kv=True,
-                                    range_end=None if end is None else end.decode("latin-1"))
-        except Exception as exc:  # noqa: BLE001 - requests' connection errors
-            raise StoreConnectionError(f"etcd at {self.endpoint}: cannot watch: {exc}") from None
-        return watcher.stop
+            for line in response.iter_lines():
+                if self._stopped.is_set():
+                    return
+                if line:
+                    self._handle(json.loads(line).get("result", {}))
+        finally:
+            with self._lock:
+                self._response = None
+            response.close()
+
+    def _handle(self, result: Dict[str, Any]) -> None:
+        compacted = int(result.get("compact_revision", 0))
+        if compacted:
+            log.warning("etcd_watch_history_compacted", endpoint=self._gateway.endpoint,
+                        wanted=self._next_revision, resumed_at=compacted)
+            self._next_revision = compacted
+            raise ConnectionError("watch canceled: history compacted")
+        for event in result.get("events", []):
+            kv = event["kv"]
+            self._next_revision = int(kv.get("mod_revision", 0)) + 1
+            old = event.get("prev_kv")
+            new = None if event.get("type") == "DELETE" else decode(kv.get("value"))
+            self._on_event((decode(kv["key"]), None if old is None else decode(old.get("value")),
+                            new))
+
+
+def _shut_down(response: Any) -> None:
+    """Break a streaming response's blocking read from another thread."""
+    try:
+        sock = socket.fromfd(response.raw._fp.fileno(), socket.AF_INET, socket.SOCK_STREAM)
+        sock.shutdown(socket.SHUT_RDWR)
+        sock.close()
+    except (AttributeError, OSError, ValueError):
+        pass  # already closed
+    response.close()

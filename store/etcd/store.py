@@ -38,6 +38,7 @@ T = TypeVar("T")
 # What a blocking operation's attempt yields: (answer or None, revision read, missing keys).
 Attempt = Tuple[Optional[T], int, List[str]]
 EPHEMERAL_TTL = 15  # seconds, as DESIGN §8 asks
+REVOKE_RETRY_FOR = 1.0  # seconds
 
 
 class EtcdStore(Store):
@@ -52,12 +53,17 @@ class EtcdStore(Store):
                  *, ephemeral_ttl: int = EPHEMERAL_TTL):
         super().__init__(timeout)
         self.endpoint, self.prefix = endpoint, prefix.rstrip("/")
-        self._etcd = Gateway(endpoint, timeout=min(self.timeout, 30.0) or 30.0)
+        # Requests, and the retries of one call while etcd restarts, are bounded by the
+        # store's timeout (at most 30 s: a blocking call waits longer, but by watching).
+        bound = min(self.timeout, 30.0) or 30.0
+        self._etcd = Gateway(endpoint, timeout=bound, retry_for=bound)
         root = self.prefix.encode()
         self._keys, self._queues = root + b"/k/", root + b"/q/"
         self._ephemeral_ttl = ephemeral_ttl
         self._session = session = _Session(self._etcd)
-        self._lock, self._closed = session.lock, session.closed
+        self._closed = session.closed
+        self._lock = threading.Lock()  # guards the watch registry
+        self._watchers: Optional[WatchDispatcher] = None
         self._etcd.range(self._keys, count_only=True)  # reachable now, or a clear error
         # A dropped store ends its session too; nothing in a finalizer blocks.
         weakref.finalize(self, session.close_soon).atexit = False
@@ -186,16 +192,23 @@ class EtcdStore(Store):
             raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         with self._lock:
             self._check_open()
-            dispatcher = self._session.dispatcher()
-            first = not dispatcher.watched(key)
-            dispatcher.add(key, callback)
+            if self._watchers is None:
+                self._watchers = WatchDispatcher("actorgrad-etcdstore-watch")
+                self._session.on_close(self._watchers.stopper())
+            first = not self._watchers.watched(key)
+            self._watchers.add(key, callback)
         if first:
             _, _, revision = self._etcd.range(self._key(key), count_only=True)
+            # The stream's thread holds the dispatcher weakly: callbacks may refer to
+            # this store, which must stay collectable.
+            dispatcher = weakref.ref(self._watchers)
 
             def deliver(event: Event) -> None:
-                dispatcher.notify(key, event[1], event[2])
+                found = dispatcher()
+                if found is not None:
+                    found.notify(key, event[1], event[2])
 
-            self._session.add_watch(self._etcd.watch(self._key(key), None, revision + 1,
+            self._session.on_close(self._etcd.watch(self._key(key), None, revision + 1,
                                                      deliver))
 
     # ---- the two patterns: read-modify-write and read-or-wait -----------------------------
@@ -279,12 +292,15 @@ class EtcdStore(Store):
     def close(self) -> None:
         """Stop watches and the lease's keep-alive; this client's ephemeral keys go now."""
         self._session.close()
+        if self._watchers is not None:
+            self._watchers.close()
 
 
 class _Session:
-    """What a store client holds open: its watches, its lease and the keep-alive thread.
+    """What a store client holds open: its watch streams, its lease and the keep-alive
+    thread.
 
-    The threads reference this object, never the store, so a dropped store is
+    Nothing here refers to the store or its watch callbacks, so a dropped store is
     collected and its finalizer ends the session (`close_soon`).
     """
 
@@ -294,19 +310,13 @@ class _Session:
         self.closed = threading.Event()
         self._lease: Optional[int] = None
         self._keeper: Optional[threading.Thread] = None
-        self._watchers: Optional[WatchDispatcher] = None
-        self._watch_stops: List[Callable[[], None]] = []
+        self._stops: List[Callable[[], None]] = []
 
-    def dispatcher(self) -> WatchDispatcher:
-        """The watch callbacks' thread, started on first use (call under `lock`)."""
-        if self._watchers is None:
-            self._watchers = WatchDispatcher("actorgrad-etcdstore-watch")
-        return self._watchers
-
-    def add_watch(self, stop: Callable[[], None]) -> None:
+    def on_close(self, stop: Callable[[], None]) -> None:
+        """Run `stop` when the session ends (at once if it has)."""
         with self.lock:
             if not self.closed.is_set():
-                self._watch_stops.append(stop)
+                self._stops.append(stop)
                 return
         stop()
 
@@ -328,19 +338,15 @@ class _Session:
             return
         self.closed.set()
         with self.lock:
-            stops, self._watch_stops = self._watch_stops, []
+            stops, self._stops = self._stops, []
         for stop in stops:
             stop()
-        if self._watchers is not None:
-            self._watchers.close_soon()
 
     def close(self, timeout: float = 5.0) -> None:
-        """`close_soon`, then wait (bounded) for the threads."""
+        """`close_soon`, then wait (bounded) for the keep-alive thread."""
         self.close_soon()
         if self._keeper is not None:
             self._keeper.join(timeout)
-        if self._watchers is not None:
-            self._watchers.close(timeout)
 
 
 def _keep_alive(etcd: Gateway, lease: int, ttl: int, closed: threading.Event) -> None:
@@ -353,6 +359,8 @@ def _keep_alive(etcd: Gateway, lease: int, ttl: int, closed: threading.Event) ->
         except StoreError as exc:
             log.warning("etcd_lease_keep_alive_failed", lease=lease, error=str(exc))
     try:
-        etcd.revoke(lease)  # the client's ephemeral keys go now, not at the TTL
+        # The client's ephemeral keys go now, not at the TTL (which also ends them if
+        # etcd cannot be reached now).
+        etcd.revoke(lease, retry_for=REVOKE_RETRY_FOR)
     except StoreError as exc:
         log.warning("etcd_lease_not_revoked", lease=lease, error=str(exc))
