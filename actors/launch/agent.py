@@ -20,8 +20,9 @@ from actors.runtime.log import get_logger
 from store.barrier import barrier
 from store.base import Store
 from store.errors import StoreError
-from store.elastic import (RendezvousError, RendezvousParameters, RendezvousStoreInfo,
-                           StaticRendezvousHandler, StoreRendezvousBackend, create_handler)
+from store.elastic import (EtcdRendezvousBackend, RendezvousError, RendezvousParameters,
+                           RendezvousStoreInfo, StaticRendezvousHandler, StoreRendezvousBackend,
+                           create_handler)
 
 log = get_logger(__name__)
 
@@ -152,7 +153,12 @@ def rendezvous_handler(config: LaunchConfig, store: Store):
         return StaticRendezvousHandler(store, config.run_id, config.node_rank,
                                        config.max_nodes, config.conf("join_timeout", 600),
                                        config.local_addr)
-    params = RendezvousParameters("store", f"{config.rdzv_host}:{config.rdzv_port}",
+    backend_name = config.rdzv_backend or "store"
+    params = RendezvousParameters(backend_name, f"{config.rdzv_host}:{config.rdzv_port}",
                                   config.run_id, config.min_nodes, config.max_nodes,
                                   config.local_addr, **config.rdzv_conf)
-    return create_handler(store, StoreRendezvousBackend(store, config.run_id), params)
+    if config.rdzv_backend is not None:
+        backend = EtcdRendezvousBackend(store, config.run_id, name=backend_name)
+    else:
+        backend = StoreRendezvousBackend(store, config.run_id)
+    return create_handler(store, backend, params)

@@ -34,7 +34,12 @@ class SignalReceived(Exception):
 
 
 def open_store(config: LaunchConfig) -> Store:
-    """Host the rendezvous store on a free port when standalone, else as `--rdzv-endpoint` says."""
+    """Host the rendezvous store on a free port when standalone, else as `--rdzv-endpoint` says
+    (with an etcd backend: a client of the etcd server there)."""
+    if config.rdzv_backend is not None:
+        from store.etcd import EtcdStore
+
+        return EtcdStore(f"{config.rdzv_host}:{config.rdzv_port}", timeout=_STORE_TIMEOUT)
     if config.standalone or config.rdzv_port == 0:
         from store.tcp_store import TCPStore
 

@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from store.elastic.registry import DEFAULT_PORT, parse_rendezvous_endpoint
+from store.elastic.registry import DEFAULT_PORT, ETCD_DEFAULT_PORT, parse_rendezvous_endpoint
 
 STD_NONE, STD_OUT, STD_ERR, STD_ALL = 0, 1, 2, 3
 _RUN_PATH = ("import runpy, sys; sys.argv = sys.argv[1:]; "
@@ -59,6 +59,7 @@ class LaunchConfig:
     exit_barrier_timeout: float = 30.0
     stop_grace: float = 5.0
     static: bool = False  # fixed membership: node `node_rank` of `max_nodes`
+    rdzv_backend: Optional[str] = None  # "etcd" or "etcd-v2": the state lives in etcd
     node_rank: int = 0
     role: str = "default"
     command: List[str] = field(default_factory=list)  # the worker's whole argv
@@ -69,6 +70,8 @@ class LaunchConfig:
         return self.rdzv_conf.get(name, default)
 
 
+NO_PORT = 65535  # stands for "no port given" while parsing; no rendezvous uses it
+ETCD_BACKENDS = ("etcd", "etcd-v2")
 _CONF_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
               "keep_alive_interval", "keep_alive_max_attempt")
 
@@ -91,15 +94,15 @@ def parse_nnodes(text: str) -> Tuple[int, int]:
     return low, high
 
 
-def parse_endpoint(text: str) -> Tuple[str, int]:
-    """`HOST[:PORT]` (port defaults to 29400)."""
+def parse_endpoint(text: str) -> Tuple[str, Optional[int]]:
+    """`HOST[:PORT]`; the port is None when not given (its default is the backend's)."""
     try:
-        host, port = parse_rendezvous_endpoint(text, DEFAULT_PORT)
+        host, port = parse_rendezvous_endpoint(text, NO_PORT)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--rdzv-endpoint: {exc}") from None
     if port == 0:
         raise argparse.ArgumentTypeError(f"--rdzv-endpoint must be HOST:PORT, got {text!r}")
-    return host, port
+    return host, None if port == NO_PORT else port
 
 
 def parse_conf(text: str) -> Dict[str, float]:
@@ -184,8 +187,11 @@ def build_parser() -> argparse.ArgumentParser:
     both("--rdzv-endpoint", type=parse_endpoint, default=None,
          help="HOST:PORT of the rendezvous store; the agent that can bind it hosts it")
     both("--rdzv-id", default=None, help="the job's run id")
-    both("--rdzv-backend", default=None, choices=["store", "c10d", "static"],
-         help="store (default; c10d is its alias): elastic membership; static: fixed "
+    both("--rdzv-backend", default=None,
+         choices=["store", "c10d", "static", *ETCD_BACKENDS],
+         help="store (default; c10d is its alias): elastic membership, the state in a "
+              "TCPStore an agent hosts; etcd (etcd-v2 is its alias): the same, the state "
+              "in the etcd server at --rdzv-endpoint (port 2379 by default); static: fixed "
               "membership, node --node-rank of --nnodes (the default when --node-rank, "
               "--master-addr or --master-port is given)")
     both("--rdzv-conf", type=parse_conf, default={},
@@ -255,6 +261,12 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> LaunchConfig:
         host, port = "127.0.0.1", 0
     else:
         host, port = args.rdzv_endpoint
+    if port is None:
+        port = ETCD_DEFAULT_PORT if args.rdzv_backend in ETCD_BACKENDS else DEFAULT_PORT
+    if args.rdzv_backend in ETCD_BACKENDS and (static or args.standalone
+                                               or args.rdzv_endpoint is None):
+        parser.error(f"--rdzv-backend {args.rdzv_backend} needs --rdzv-endpoint HOST[:PORT] "
+                     f"of an etcd server, and excludes --standalone")
     if args.no_python and args.module:
         parser.error("--no-python and --module exclude each other")
     nproc = args.nproc_per_node
@@ -264,6 +276,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> LaunchConfig:
         max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
         standalone=args.standalone and not static, entry=[args.script, *args.script_args],
         local_addr=args.local_addr, rdzv_conf=args.rdzv_conf, static=static,
+        rdzv_backend=args.rdzv_backend if args.rdzv_backend in ETCD_BACKENDS else None,
         node_rank=args.node_rank or 0, role=args.role,
         command=worker_command(args),
         output=OutputPlan(args.log_dir, args.redirects, args.tee),

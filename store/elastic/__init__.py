@@ -5,6 +5,7 @@ Layers, each in its own module: `state` (plain data), `operators` (pure decision
 `handler` that users call, and the `registry` that builds handlers by backend name.
 """
 from store.elastic.backend import C10dRendezvousBackend, RendezvousBackend, StoreRendezvousBackend
+from store.elastic.etcd_backend import EtcdRendezvousBackend
 from store.elastic.errors import (RendezvousClosedError, RendezvousConnectionError,
                                   RendezvousError, RendezvousStateError, RendezvousTimeoutError)
 from store.elastic.handler import DynamicRendezvousHandler
@@ -19,6 +20,7 @@ from store.elastic.static import StaticRendezvousHandler
 __all__ = [
     "DynamicRendezvousHandler", "RendezvousInfo", "RendezvousStoreInfo", "RendezvousTimeout",
     "RendezvousSettings", "RendezvousBackend", "StoreRendezvousBackend", "C10dRendezvousBackend",
+    "EtcdRendezvousBackend",
     "RendezvousParameters", "RendezvousHandlerRegistry", "rendezvous_handler_registry",
     "get_rendezvous_handler", "create_handler", "StaticRendezvousHandler", "RendezvousState",
     "NodeDesc",

@@ -68,10 +68,10 @@ class StoreRendezvousBackend(RendezvousBackend):
 
     def get_state(self) -> Optional[Tuple[bytes, Token]]:
         if not self._exists:
-            if not self._call(self._store.check, [self.key]):
+            if not call_store(self._store.check, [self.key]):
                 return None
             self._exists = True
-        state = self._call(self._store.get, self.key)
+        state = call_store(self._store.get, self.key)
         return state, state
 
     def set_state(self, state: bytes, token: Optional[Token] = None
@@ -79,7 +79,7 @@ class StoreRendezvousBackend(RendezvousBackend):
         if token is not None and not isinstance(token, bytes):
             raise RendezvousStateError(f"token must be the bytes of a state, "
                                        f"got {type(token).__name__}")
-        current = self._call(self._store.compare_set, self.key, token or b"", state)
+        current = call_store(self._store.compare_set, self.key, token or b"", state)
         if not current or (token and current == token and current != state):
             self._exists = False
             return None  # the state was deleted under us (compare_set echoes `expected`)
@@ -88,19 +88,9 @@ class StoreRendezvousBackend(RendezvousBackend):
 
     def watch(self, callback: Callable[[Optional[Tuple[bytes, Token]]], None]) -> bool:
         """Call `callback((state, token))` on every change; True (stores push or poll)."""
-        self._call(self._store.watch_key, self.key,
+        call_store(self._store.watch_key, self.key,
                    lambda _old, new: callback(None if new is None else (new, new)))
         return True
-
-    def _call(self, operation: Any, *args: Any) -> Any:
-        try:
-            return operation(*args)
-        except TimeoutError as exc:
-            raise RendezvousConnectionError(
-                f"the rendezvous store did not answer {operation.__name__}: {exc}") from exc
-        except StoreError as exc:
-            raise RendezvousConnectionError(
-                f"the rendezvous store failed on {operation.__name__}: {exc}") from exc
 
 
 class C10dRendezvousBackend(StoreRendezvousBackend):
@@ -109,3 +99,15 @@ class C10dRendezvousBackend(StoreRendezvousBackend):
     @property
     def name(self) -> str:
         return "c10d"
+
+
+def call_store(operation: Any, *args: Any) -> Any:
+    """`operation(*args)`, its store failures raised as RendezvousConnectionError."""
+    try:
+        return operation(*args)
+    except TimeoutError as exc:
+        raise RendezvousConnectionError(
+            f"the rendezvous store did not answer {operation.__name__}: {exc}") from exc
+    except StoreError as exc:
+        raise RendezvousConnectionError(
+            f"the rendezvous store failed on {operation.__name__}: {exc}") from exc

@@ -5,7 +5,9 @@ gives a `DynamicRendezvousHandler` whose state and round stores live in a TCPSto
 at the endpoint, hosted by the first process that can bind it. Backends: "c10d"
 (the state in a store; `store_type=file` keeps it in a FileStore at the endpoint
 path), "store", its alias, and "static" (fixed membership: the option `rank` is this
-node's rank among `max_nodes`, and rank 0 hosts the store). Other backends are added
+node's rank among `max_nodes`, and rank 0 hosts the store), and "etcd" (torch's
+name "etcd-v2" too: the state and round stores in etcd at the endpoint, under the
+option `key_prefix`, default "/actorgrad"). Other backends are added
 with `rendezvous_handler_registry.register(name, creator)`.
 """
 from __future__ import annotations
@@ -27,6 +29,7 @@ from store.errors import StoreError
 log = get_logger(__name__)
 
 DEFAULT_PORT = 29400
+ETCD_DEFAULT_PORT = 2379
 _LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
@@ -36,7 +39,9 @@ class RendezvousParameters:
     Options (`**kwargs`) are backend-specific; the "c10d" backend reads
     `join_timeout`, `last_call_timeout`, `close_timeout`, `heartbeat_timeout`,
     `keep_alive_interval`, `keep_alive_max_attempt`, `read_timeout`, `is_host` and
-    `store_type`. Raises ValueError for an empty backend or impossible sizes.
+    `store_type`; the "etcd" backend `key_prefix` and `lease_ttl` (seconds in which
+    a killed node's liveness key vanishes) besides the timeouts. Raises ValueError
+    for an empty backend or impossible sizes.
     """
 
     def __init__(self, backend: str, endpoint: str, run_id: str, min_nodes: int,
@@ -187,6 +192,21 @@ def _create_c10d_handler(params: RendezvousParameters) -> DynamicRendezvousHandl
     return create_handler(store, backend_type(store, params.run_id), params)
 
 
+def _create_etcd_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
+    from store.elastic.etcd_backend import EtcdRendezvousBackend
+    from store.etcd import EtcdStore
+
+    host, port = parse_rendezvous_endpoint(params.endpoint, ETCD_DEFAULT_PORT)
+    read_timeout = _read_timeout(params)
+    try:
+        store = EtcdStore(f"{host}:{port}", str(params.get("key_prefix", "/actorgrad")),
+                          read_timeout, ephemeral_ttl=params.get_as_int("lease_ttl", 15))
+    except StoreError as exc:
+        raise RendezvousConnectionError(f"cannot reach etcd at {host}:{port}: {exc}") from exc
+    backend = EtcdRendezvousBackend(store, params.run_id, name=params.backend)
+    return create_handler(store, backend, params)
+
+
 def _create_static_handler(params: RendezvousParameters) -> StaticRendezvousHandler:
     rank = params.get_as_int("rank")
     if rank is None:
@@ -211,9 +231,7 @@ def _open_store(params: RendezvousParameters, is_host: Optional[bool] = None) ->
     if store_type != "tcp":
         raise ValueError(f"store_type must be 'tcp' or 'file', got {store_type!r}")
     host, port = parse_rendezvous_endpoint(params.endpoint)
-    read_timeout = params.get_as_int("read_timeout", 60)
-    if read_timeout <= 0:
-        raise ValueError(f"read_timeout must be positive, got {read_timeout}")
+    read_timeout = _read_timeout(params)
     try:
         if is_host is None:
             is_host = params.get_as_bool("is_host")
@@ -221,6 +239,13 @@ def _open_store(params: RendezvousParameters, is_host: Optional[bool] = None) ->
     except (StoreError, OSError) as exc:
         raise RendezvousConnectionError(
             f"cannot reach the rendezvous store at {host}:{port}: {exc}") from exc
+
+
+def _read_timeout(params: RendezvousParameters) -> int:
+    read_timeout = params.get_as_int("read_timeout", 60)
+    if read_timeout <= 0:
+        raise ValueError(f"read_timeout must be positive, got {read_timeout}")
+    return read_timeout
 
 
 def _seconds(params: RendezvousParameters, key: str) -> Optional[float]:
@@ -256,3 +281,5 @@ def _own_address() -> Optional[str]:
 rendezvous_handler_registry.register("c10d", _create_c10d_handler)
 rendezvous_handler_registry.register("store", _create_c10d_handler)
 rendezvous_handler_registry.register("static", _create_static_handler)
+rendezvous_handler_registry.register("etcd", _create_etcd_handler)
+rendezvous_handler_registry.register("etcd-v2", _create_etcd_handler)

@@ -21,7 +21,12 @@ from store.errors import StoreConnectionError
 
 log = get_logger(__name__)
 
-Event = Tuple[bytes, Optional[bytes], Optional[bytes]]  # key, old value, new value
+# key, old value, new value (None: deleted), the revision of the change
+Event = Tuple[bytes, Optional[bytes], Optional[bytes], int]
+
+
+class UncertainWriteError(StoreConnectionError):
+    """The connection failed during a conditional write that etcd may have applied."""
 
 
 class KeyValue(NamedTuple):
@@ -114,7 +119,7 @@ class Gateway:
             except (exceptions.ConnectionFailedError,
                     exceptions.ConnectionTimeoutError) as exc:
                 if not (idempotent or not_applied(exc)):
-                    raise StoreConnectionError(
+                    raise UncertainWriteError(
                         f"etcd at {self.endpoint} failed during {path}, which it may or "
                         f"may not have applied: {describe(exc)}") from None
                 if time.monotonic() + delay > deadline:
@@ -181,7 +186,7 @@ class Gateway:
 
     def watch(self, key: bytes, end: Optional[bytes], start_revision: int,
               on_event: Callable[[Event], None]) -> Callable[[], None]:
-        """Call ``on_event((key, old, new))`` for each change from `start_revision` on (on
+        """Call ``on_event((key, old, new, revision))`` for each change from `start_revision` on (on
         the watch's own thread, across etcd restarts); returns the function that stops
         the watch."""
         return WatchStream(self, key, end, start_revision, on_event).stop
@@ -282,11 +287,12 @@ class WatchStream:
             raise ConnectionError("watch canceled: history compacted")
         for event in result.get("events", []):
             kv = event["kv"]
-            self._next_revision = int(kv.get("mod_revision", 0)) + 1
+            revision = int(kv.get("mod_revision", 0))
+            self._next_revision = revision + 1
             old = event.get("prev_kv")
             new = None if event.get("type") == "DELETE" else decode(kv.get("value"))
             self._on_event((decode(kv["key"]), None if old is None else decode(old.get("value")),
-                            new))
+                            new, revision))
 
 
 def _shut_down(response: Any) -> None:

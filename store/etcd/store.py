@@ -30,13 +30,15 @@ from store.errors import QueueEmptyError, StoreError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX, KeySpace
 from store.watch import WatchDispatcher
 
-from .gateway import Event, Gateway, delete_op, prefix_end, put_op, range_op, same_revision
+from .gateway import (Event, Gateway, UncertainWriteError, delete_op, prefix_end, put_op,
+                      range_op, same_revision)
 
 log = get_logger(__name__)
 
 T = TypeVar("T")
 # What a blocking operation's attempt yields: (answer or None, revision read, missing keys).
 Attempt = Tuple[Optional[T], int, List[str]]
+Revisioned = Tuple[bytes, int]  # a value and the etcd revision it was written at
 EPHEMERAL_TTL = 15  # seconds, as DESIGN §8 asks
 REVOKE_RETRY_FOR = 1.0  # seconds
 
@@ -210,6 +212,50 @@ class EtcdStore(Store):
 
             self._session.on_close(self._etcd.watch(self._key(key), None, revision + 1,
                                                      deliver))
+
+    # ---- compare-and-set by revision (the rendezvous backend's) ----------------------
+
+    def get_revisioned(self, key: str) -> Optional[Revisioned]:
+        """`key`'s value and the revision it was written at; None if it does not exist."""
+        key = check_key(key)
+        self._check_open()
+        kvs, _, _ = self._etcd.range(self._key(key))
+        return (kvs[0].value, kvs[0].mod_revision) if kvs else None
+
+    def set_revisioned(self, key: str, value: bytes, revision: Optional[int]
+                       ) -> Tuple[Optional[Revisioned], bool]:
+        """Write `value` if `key` is still at `revision` (None: absent), in one transaction.
+
+        Returns (the key's value and revision now, or None if it is absent; whether
+        `value` was written). When the connection fails mid-write, the key is read
+        again: finding `value` there means it was written.
+        """
+        key = check_key(key)
+        self._check_open()
+        name = self._key(key)
+        try:
+            written, reads, txn_revision = self._etcd.txn(
+                [same_revision(name, revision or 0)], [put_op(name, value)], [range_op(name)])
+        except UncertainWriteError:
+            current = self.get_revisioned(key)
+            return current, current is not None and current[0] == value
+        if written:
+            return (value, txn_revision), True
+        return ((reads[0][0].value, reads[0][0].mod_revision) if reads[0] else None), False
+
+    def watch_revisioned(self, key: str,
+                         callback: Callable[[Optional[Revisioned]], None]) -> None:
+        """Call `callback((value, revision))` (None: deleted) on each change of `key`, on
+        the watch stream's thread, until this store closes."""
+        key = check_key(key)
+        self._check_open()
+        name = self._key(key)
+        _, _, revision = self._etcd.range(name, count_only=True)
+
+        def deliver(event: Event) -> None:
+            callback(None if event[2] is None else (event[2], event[3]))
+
+        self._session.on_close(self._etcd.watch(name, None, revision + 1, deliver))
 
     # ---- the two patterns: read-modify-write and read-or-wait -----------------------------
 

@@ -10,23 +10,30 @@ from typing import Iterator, List
 import pytest
 
 from store import TCPStore
-from tests.elastic.nodes import StateProbe, node_main
+from tests.elastic.nodes import StateProbe, node_main, open_rendezvous
 from tests.store.processes import ctx
 
 _run_ids = itertools.count()
 JOIN_TIMEOUT = 20.0
+ETCD_LEASE_TTL = 2  # seconds: etcd's shortest lease at its default election timeout
 
 
 class Cluster:
-    """Node processes of one run; each reports on its own pipe (a killed one harms none)."""
+    """Node processes of one run; each reports on its own pipe (a killed one harms none).
 
-    def __init__(self, store: TCPStore, run_id: str):
-        self.store, self.run_id = store, run_id
+    `spec` says how nodes reach the store (see `open_rendezvous`); `lost_within` is
+    how soon a killed node must be out of the state: the TCPStore sees its connection
+    close, etcd its lease expire.
+    """
+
+    def __init__(self, spec: tuple, run_id: str, lost_within: float):
+        self.spec, self.run_id, self.lost_within = spec, run_id, lost_within
+        self.store, backend = open_rendezvous(spec, run_id)
         self._receivers: List = []
         self._pending: List = []
         self.procs: List = []
         self.commands: List = []
-        self.probe = StateProbe(store, run_id)
+        self.probe = StateProbe(self.store, backend)
 
     def start(self, count: int, min_nodes: int, max_nodes: int, **conf: float) -> List:
         started = []
@@ -34,7 +41,7 @@ class Cluster:
             commands = ctx.Queue()
             receiver, sender = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=node_main, daemon=True, args=(
-                sender, commands, self.store.port, self.run_id, min_nodes, max_nodes, conf))
+                sender, commands, self.spec, self.run_id, min_nodes, max_nodes, conf))
             proc.start()
             sender.close()
             self._receivers.append(receiver)
@@ -76,16 +83,22 @@ class Cluster:
                 proc.join(5)
 
 
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=30)
-    group = Cluster(store, f"test-run-{next(_run_ids)}")
-    try:
+@pytest.fixture(params=["tcp", "etcd"])
+def cluster(request) -> Iterator[Cluster]:
+    with contextlib.ExitStack() as stack:
+        if request.param == "tcp":
+            server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                              timeout=30)
+            stack.callback(server.close)
+            spec, lost_within = ("tcp", server.port), 3.0
+        else:
+            spec = ("etcd", request.getfixturevalue("etcd_endpoint"),
+                    request.getfixturevalue("etcd_prefix"), ETCD_LEASE_TTL)
+            lost_within = ETCD_LEASE_TTL + 1.0
+        group = Cluster(spec, f"test-run-{next(_run_ids)}", lost_within)
+        stack.callback(group.store.close)
+        stack.callback(group.stop)
         yield group
-    finally:
-        with contextlib.ExitStack() as stack:
-            stack.callback(store.close)
-            group.stop()
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Rendezvous nodes in spawned processes, driven by a command queue, and state probes.
 
-A node process opens its own TCPStore client, joins once, reports on `results`, then
+A node process opens its own store client (a TCPStore, or an EtcdStore: see
+`open_rendezvous`), joins once, reports on `results`, then
 obeys commands: "again" (next round), "close" (set_closed), "waiting" (report
 num_nodes_waiting), "hang" (stop its keep-alive thread but stay connected, like a
 hung agent), "exit".
@@ -11,26 +12,39 @@ import os
 import queue
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, Optional, Tuple
 
-from store.elastic import (DynamicRendezvousHandler, RendezvousError, RendezvousTimeout,
-                           StoreRendezvousBackend)
+from store.base import Store
+from store.elastic import (DynamicRendezvousHandler, EtcdRendezvousBackend, RendezvousBackend,
+                           RendezvousError, RendezvousTimeout, StoreRendezvousBackend)
 from store.elastic.state import RendezvousState, decode_state
 
 COMMAND_TIMEOUT = 60.0
 
 
-def node_main(results: Any, commands: Any, port: int, run_id: str, min_nodes: int,
+def open_rendezvous(spec: Tuple, run_id: str) -> Tuple[Store, RendezvousBackend]:
+    """A store client and the run's backend: `("tcp", port)` or `("etcd", endpoint,
+    prefix, lease_ttl)`."""
+    if spec[0] == "tcp":
+        from store import TCPStore
+
+        store = TCPStore("127.0.0.1", spec[1], timeout=30)
+        return store, StoreRendezvousBackend(store, run_id)
+    from store.etcd import EtcdStore
+
+    store = EtcdStore(spec[1], spec[2], timeout=30, ephemeral_ttl=spec[3])
+    return store, EtcdRendezvousBackend(store, run_id)
+
+
+def node_main(results: Any, commands: Any, spec: Tuple, run_id: str, min_nodes: int,
               max_nodes: int, conf: Optional[Dict[str, float]] = None) -> None:
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
-    from store import TCPStore
-
     conf = dict(conf or {})
     keep_alive = conf.pop("keep_alive_interval", 5)
     attempts = int(conf.pop("keep_alive_max_attempt", 3))
-    store = TCPStore("127.0.0.1", port, timeout=30)
+    store, backend = open_rendezvous(spec, run_id)
     handler = DynamicRendezvousHandler.from_backend(
-        run_id, store, StoreRendezvousBackend(store, run_id), min_nodes, max_nodes,
+        run_id, store, backend, min_nodes, max_nodes,
         timeout=RendezvousTimeout(**conf), keep_alive_interval=keep_alive,
         keep_alive_max_attempt=attempts)
     pid = os.getpid()
@@ -68,8 +82,8 @@ def node_main(results: Any, commands: Any, port: int, run_id: str, min_nodes: in
 class StateProbe:
     """The test's view of a run's shared state, woken by the store's watch pushes."""
 
-    def __init__(self, store: Any, run_id: str):
-        self._backend = StoreRendezvousBackend(store, run_id)
+    def __init__(self, store: Any, backend: RendezvousBackend):
+        self._backend = backend
         self._changed = threading.Event()
         store.watch_key(self._backend.key, lambda _old, _new: self._changed.set())
 

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import contextlib
-import uuid
 from typing import Iterator
 
 import pytest
 
 from store import FileStore, HashStore, PrefixStore, Store, TCPStore
-from tests.store.etcd_server import etcd_server
 from tests.store.stores import SPEC_TIMEOUT, open_store
 
 
@@ -20,18 +18,6 @@ def tcp_server() -> Iterator[Store]:
         yield server
     finally:
         server.close()
-
-
-@pytest.fixture(scope="session")
-def etcd_endpoint(tmp_path_factory) -> Iterator[str]:
-    """One real etcd server for the session's tests (each uses a prefix of its own)."""
-    with etcd_server(tmp_path_factory.mktemp("etcd") / "data") as endpoint:
-        yield endpoint
-
-
-@pytest.fixture
-def etcd_prefix() -> str:
-    return f"/test-{uuid.uuid4().hex}"
 
 
 @pytest.fixture(params=["hash", "file", "prefix", "tcp", "etcd"])
