@@ -35,20 +35,22 @@ class SignalReceived(Exception):
 
 def open_store(config: LaunchConfig) -> Store:
     """Host the rendezvous store on a free port when standalone, else as `--rdzv-endpoint` says
-    (with an etcd backend: a client of the etcd server there)."""
+    (with an etcd backend: a client of the etcd server there). Its timeout is the
+    --rdzv-conf read_timeout."""
+    timeout = config.conf("read_timeout", _STORE_TIMEOUT)
     if config.rdzv_backend is not None:
         from store.etcd import EtcdStore
 
-        return EtcdStore(f"{config.rdzv_host}:{config.rdzv_port}", timeout=_STORE_TIMEOUT)
+        return EtcdStore(f"{config.rdzv_host}:{config.rdzv_port}", timeout=timeout)
     if config.standalone or config.rdzv_port == 0:
         from store.tcp_store import TCPStore
 
         store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                         timeout=_STORE_TIMEOUT)
+                         timeout=timeout)
         config.rdzv_port = store.port
         return store
     is_host = (config.node_rank == 0) if config.static else None
-    return open_rendezvous_store(config.rdzv_host, config.rdzv_port, _STORE_TIMEOUT, is_host)
+    return open_rendezvous_store(config.rdzv_host, config.rdzv_port, timeout, is_host)
 
 
 def output_dir(config: LaunchConfig) -> Optional[str]:

@@ -47,7 +47,7 @@ def test_an_unreachable_etcd_fails_the_agent_with_a_clear_message(tmp_path, agen
 
     path = script(tmp_path, "never.py", "print('never')")
     agent = launch(agents, "--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint",
-                   f"127.0.0.1:{free_port()}", path)
-    assert agent.finish(60) != 0
+                   f"127.0.0.1:{free_port()}", "--rdzv-conf", "read_timeout=2", path)
+    assert agent.finish(30) != 0
     assert "cannot reach the rendezvous store" in agent.output
     assert "never" not in agent.output
