@@ -22,9 +22,10 @@ def settings(**overrides):
     return RendezvousSettings(**values)
 
 
-def crowded_state(nodes: int) -> RendezvousState:
+def crowded_state(nodes: int, per_host: int = 8) -> RendezvousState:
     """A worst-case-ish state: long host names, big pids, everyone with a heartbeat."""
-    members = [NodeDesc(f"node-{i // 8:04d}.cluster.example.com", 4_000_000 + i, i % 8)
+    members = [NodeDesc(f"node-{i // per_host:04d}.cluster.example.com", 4_000_000 + i,
+                        i % per_host)
                for i in range(nodes)]
     half = nodes // 2
     return RendezvousState(
@@ -44,9 +45,10 @@ def test_the_same_state_always_encodes_to_the_same_bytes():
     assert encode_state(crowded_state(50)) == encode_state(crowded_state(50))
 
 
+@pytest.mark.parametrize("per_host", [1, 8])
 @pytest.mark.parametrize("nodes,limit", [(10, 2_000), (100, 16_000), (1_000, 160_000)])
-def test_the_encoded_state_stays_small(nodes, limit):
-    assert len(encode_state(crowded_state(nodes))) <= limit
+def test_the_encoded_state_stays_small(nodes, limit, per_host):
+    assert len(encode_state(crowded_state(nodes, per_host))) <= limit
 
 
 @pytest.mark.parametrize("garbage", [b"", b"not json", b"[1, 2]", b'{"v": 99}',
