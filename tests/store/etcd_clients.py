@@ -20,3 +20,18 @@ def rpc_rank(endpoint, prefix, rank, results):
         results.put(actors.rpc_sync(f"w{1 - rank}", sum, args=([rank, 10],)))
     finally:
         actors.shutdown()
+
+
+def process_group_rank(endpoint, prefix, rank, results):
+    import numpy as np
+
+    import actors.distributed as dist
+
+    dist.init_process_group(init_method=f"etcd://{endpoint}{prefix}", rank=rank,
+                            world_size=2, timeout=60)
+    try:
+        array = np.array([rank + 1.0])
+        dist.all_reduce(array)
+        results.put(float(array[0]))
+    finally:
+        dist.destroy_process_group()

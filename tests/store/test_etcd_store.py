@@ -77,15 +77,20 @@ def test_the_etcd_init_method_gives_a_store_rank_and_world_size(etcd_endpoint, e
         store.close()
 
 
-def test_an_rpc_world_forms_through_etcd(etcd_endpoint, etcd_prefix):
+@pytest.mark.parametrize("rank_main,expected", [
+    (etcd_clients.rpc_rank, [10, 11]),
+    (etcd_clients.process_group_rank, [3.0, 3.0]),
+], ids=["rpc", "process_group"])
+def test_a_world_forms_through_the_etcd_init_method(etcd_endpoint, etcd_prefix, rank_main,
+                                                    expected):
     results = ctx.Queue()
-    ranks = [ctx.Process(target=etcd_clients.rpc_rank,
-                         args=(etcd_endpoint, etcd_prefix, rank, results), daemon=True)
+    ranks = [ctx.Process(target=rank_main, args=(etcd_endpoint, etcd_prefix, rank, results),
+                         daemon=True)
              for rank in (0, 1)]
     for process in ranks:
         process.start()
     try:
-        assert sorted(results.get(timeout=60) for _ in ranks) == [10, 11]
+        assert sorted(results.get(timeout=60) for _ in ranks) == expected
         for process in ranks:
             process.join(30)
             assert process.exitcode == 0
