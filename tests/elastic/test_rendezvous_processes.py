@@ -134,3 +134,12 @@ def test_a_frozen_participant_is_dropped_when_its_transport_heartbeats_stop(clus
         assert time.monotonic() - stopped < 8.0  # ~3 s of missed heartbeats, not 15 s
     finally:
         os.kill(frozen.pid, signal.SIGCONT)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_64_nodes_form_one_round_with_ranks_zero_to_63(cluster):
+    cluster.start(64, 64, 64)
+    reports = joined(cluster, 64, timeout=150)
+    assert sorted(r[2] for r in reports) == list(range(64))
+    assert {r[3] for r in reports} == {64}
