@@ -25,21 +25,23 @@ class WatchDispatcher:
 
     def __init__(self, name: str = "actorgrad-store-watch"):
         self._name = name
-        self._callbacks: Dict[str, Tuple[WatchCallback, ...]] = {}
+        # key -> ((callback, the revision it was registered at, or None), ...)
+        self._callbacks: Dict[str, Tuple[Tuple[WatchCallback, Optional[int]], ...]] = {}
         self._events: "queue.SimpleQueue" = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._thread: Optional[threading.Thread] = None
         self._closed = False
 
-    def add(self, key: str, callback: WatchCallback) -> None:
-        """Register `callback(old, new)` for changes of `key` made from now on."""
+    def add(self, key: str, callback: WatchCallback, since: Optional[int] = None) -> None:
+        """Register `callback(old, new)` for changes of `key` made from now on: for a
+        store that numbers its changes, those after revision `since`."""
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {type(callback).__name__}")
         with self._lock:
             if self._closed:
                 raise RuntimeError("watch dispatcher is closed")
             # Copy-on-write tuples: notify() reads them without taking the lock.
-            self._callbacks[key] = self._callbacks.get(key, ()) + (callback,)
+            self._callbacks[key] = self._callbacks.get(key, ()) + ((callback, since),)
             if self._thread is None:
                 # The thread holds the queue only: events carry their callbacks, so a
                 # callback that refers to the store (or this dispatcher) never keeps
@@ -55,11 +57,17 @@ class WatchDispatcher:
         """The keys that have at least one callback."""
         return list(self._callbacks)
 
-    def notify(self, key: str, old: Optional[bytes], new: Optional[bytes]) -> None:
-        """Queue one change for the key's callbacks; cheap and non-blocking."""
-        callbacks = self._callbacks.get(key)
-        if callbacks and not self._closed:
-            # The callbacks are captured now: one registered after this change misses it.
+    def notify(self, key: str, old: Optional[bytes], new: Optional[bytes],
+               revision: Optional[int] = None) -> None:
+        """Queue one change (made at `revision`, if the store numbers its changes) for
+        the key's callbacks; cheap and non-blocking."""
+        entries = self._callbacks.get(key)
+        if not entries or self._closed:
+            return
+        # The callbacks are captured now: one registered after this change misses it.
+        callbacks = tuple(callback for callback, since in entries
+                          if since is None or revision is None or revision > since)
+        if callbacks:
             self._events.put((key, callbacks, old, new))
 
     def close_soon(self) -> Optional[threading.Thread]:

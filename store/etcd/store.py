@@ -21,7 +21,7 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from actors.runtime.log import get_logger
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
@@ -64,8 +64,9 @@ class EtcdStore(Store):
         self._ephemeral_ttl = ephemeral_ttl
         self._session = session = _Session(self._etcd)
         self._closed = session.closed
-        self._lock = threading.Lock()  # guards the watch registry
-        self._watchers: Optional[WatchDispatcher] = None
+        self._lock = threading.Lock()  # guards starting the watch stream
+        self._watching = False
+        self._watches = _KeyWatches(session)
         self._etcd.range(self._keys, count_only=True)  # reachable now, or a clear error
         # A dropped store ends its session too; nothing in a finalizer blocks.
         weakref.finalize(self, session.close_soon).atexit = False
@@ -192,26 +193,30 @@ class EtcdStore(Store):
         key = check_key(key)
         if not callable(callback):
             raise TypeError(f"callback must be callable, got {type(callback).__name__}")
+        self._check_open()
+        since = self._watch_from()
+        self._watches.dispatcher().add(key, callback, since)
+
+    def _watch_from(self) -> int:
+        """The revision after which a watch registered now counts. The first call starts
+        the one etcd watch of this client's whole key space that feeds every watch."""
+        _, _, revision = self._etcd.range(self._keys, count_only=True)
         with self._lock:
-            self._check_open()
-            if self._watchers is None:
-                self._watchers = WatchDispatcher("actorgrad-etcdstore-watch")
-                self._session.on_close(self._watchers.stopper())
-            first = not self._watchers.watched(key)
-            self._watchers.add(key, callback)
-        if first:
-            _, _, revision = self._etcd.range(self._key(key), count_only=True)
-            # The stream's thread holds the dispatcher weakly: callbacks may refer to
-            # this store, which must stay collectable.
-            dispatcher = weakref.ref(self._watchers)
+            if not self._watching:
+                self._watching = True
+                # The stream's thread holds the registry weakly: callbacks may refer to
+                # this store, which must stay collectable.
+                watches = weakref.ref(self._watches)
+                start = len(self._keys)
 
-            def deliver(event: Event) -> None:
-                found = dispatcher()
-                if found is not None:
-                    found.notify(key, event[1], event[2])
+                def deliver(event: Event) -> None:
+                    found = watches()
+                    if found is not None:
+                        found.deliver(event[0][start:].decode(), *event[1:])
 
-            self._session.on_close(self._etcd.watch(self._key(key), None, revision + 1,
-                                                     deliver))
+                self._session.on_close(self._etcd.watch(
+                    self._keys, prefix_end(self._keys), revision + 1, deliver))
+        return revision
 
     # ---- compare-and-set by revision (the rendezvous backend's) ----------------------
 
@@ -249,13 +254,8 @@ class EtcdStore(Store):
         the watch stream's thread, until this store closes."""
         key = check_key(key)
         self._check_open()
-        name = self._key(key)
-        _, _, revision = self._etcd.range(name, count_only=True)
-
-        def deliver(event: Event) -> None:
-            callback(None if event[2] is None else (event[2], event[3]))
-
-        self._session.on_close(self._etcd.watch(name, None, revision + 1, deliver))
+        since = self._watch_from()
+        self._watches.add_revisioned(key, callback, since)
 
     # ---- the two patterns: read-modify-write and read-or-wait -----------------------------
 
@@ -338,8 +338,46 @@ class EtcdStore(Store):
     def close(self) -> None:
         """Stop watches and the lease's keep-alive; this client's ephemeral keys go now."""
         self._session.close()
-        if self._watchers is not None:
-            self._watchers.close()
+        self._watches.close()
+
+
+class _KeyWatches:
+    """The keys this client watches: `watch_key` callbacks (run in order on the
+    dispatcher's thread) and `watch_revisioned` ones (run on the stream's thread), each
+    told only of changes after the revision it was registered at."""
+
+    def __init__(self, session: "_Session"):
+        self._session = session
+        self._dispatcher: Optional[WatchDispatcher] = None
+        self._revisioned: Dict[str, Tuple[Tuple[Callable, int], ...]] = {}
+        self._lock = threading.Lock()
+
+    def dispatcher(self) -> WatchDispatcher:
+        with self._lock:
+            if self._dispatcher is None:
+                self._dispatcher = WatchDispatcher("actorgrad-etcdstore-watch")
+                self._session.on_close(self._dispatcher.stopper())
+            return self._dispatcher
+
+    def add_revisioned(self, key: str, callback: Callable, since: int) -> None:
+        with self._lock:
+            self._revisioned[key] = self._revisioned.get(key, ()) + ((callback, since),)
+
+    def deliver(self, key: str, old: Optional[bytes], new: Optional[bytes],
+                revision: int) -> None:
+        for callback, since in self._revisioned.get(key, ()):
+            if revision > since:
+                try:
+                    callback(None if new is None else (new, revision))
+                except Exception:
+                    # One faulty callback must not cost the others this change.
+                    log.exception("watch_callback_failed", key=key, callback=repr(callback))
+        if self._dispatcher is not None:
+            self._dispatcher.notify(key, old, new, revision)
+
+    def close(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.close()
 
 
 class _Session:
