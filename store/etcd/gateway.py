@@ -100,6 +100,8 @@ class Gateway:
         self.host, self.port = host or "127.0.0.1", int(port)
         self.timeout, self.retry_for = timeout, retry_for
         self._client = self.new_client()
+        # The newest revision any answer carried: a watch registered now may start after it.
+        self.revision_seen = 0
 
     def new_client(self) -> Any:
         """An etcd3gw client of its own (one HTTP connection pool)."""
@@ -115,7 +117,9 @@ class Gateway:
         delay = RETRY_FIRST_DELAY
         while True:
             try:
-                return self._client.post(self._client.get_url(path), json=body)
+                reply = self._client.post(self._client.get_url(path), json=body)
+                self._saw(reply)
+                return reply
             except (exceptions.ConnectionFailedError,
                     exceptions.ConnectionTimeoutError) as exc:
                 if not (idempotent or not_applied(exc)):
@@ -132,6 +136,11 @@ class Gateway:
                     f"etcd at {self.endpoint} refused {path}: {describe(exc)}") from None
             time.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_DELAY)
+
+    def _saw(self, reply: dict) -> None:
+        revision = int(reply.get("header", {}).get("revision", 0))
+        if revision > self.revision_seen:
+            self.revision_seen = revision  # a racy max is fine: any seen revision will do
 
     def range(self, key: bytes, end: Optional[bytes] = None, *, limit: int = 0,
               count_only: bool = False, keys_only: bool = False,

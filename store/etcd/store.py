@@ -198,9 +198,11 @@ class EtcdStore(Store):
         self._watches.dispatcher().add(key, callback, since)
 
     def _watch_from(self) -> int:
-        """The revision after which a watch registered now counts. The first call starts
-        the one etcd watch of this client's whole key space that feeds every watch."""
-        _, _, revision = self._etcd.range(self._keys, count_only=True)
+        """The revision after which a watch registered now counts: the newest this client
+        has seen, so every change it has made or read is behind it. The first call
+        starts the one etcd watch of this client's whole key space that feeds every
+        watch."""
+        revision = self._etcd.revision_seen
         with self._lock:
             if not self._watching:
                 self._watching = True
