@@ -39,7 +39,7 @@ sys.path.insert(0, ROOT)
 
 from benchmarks._procs import ratio  # noqa: E402
 
-LINE_TIMEOUT = 120.0
+LINE_TIMEOUT = 300.0
 
 
 # ---- the node process ---------------------------------------------------------------
@@ -240,6 +240,14 @@ def _median(runs: int, fn: Any, *args: Any) -> Dict[str, float]:
     return {key: round(statistics.median(s[key] for s in samples), 4) for key in samples[0]}
 
 
+def _or_error(fn: Any, *args: Any) -> Dict[str, Any]:
+    """`fn(*args)`, or what went wrong (a node that never answered, at 64 torch nodes)."""
+    try:
+        return fn(*args)
+    except (queue.Empty, AssertionError) as exc:
+        return {"error": f"{type(exc).__name__}: no answer within {LINE_TIMEOUT:g}s {exc}"}
+
+
 def _torch_available() -> bool:
     try:
         import torch.distributed.elastic.rendezvous.dynamic_rendezvous  # noqa: F401
@@ -270,7 +278,8 @@ def measure(impl: str, sizes: List[int], runs: int, failure: bool, lease_ttl: in
             etcd = stack.enter_context(LocalEtcd(os.path.join(data, "data")))
         host = Host(impl, etcd, lease_ttl)
         stack.callback(host.close)
-        result = {f"n{n}": _median(runs, measure_rendezvous, host, n) for n in sizes}
+        result = {f"n{n}": _or_error(_median, runs, measure_rendezvous, host, n)
+                  for n in sizes}
         if failure:
             result["failure"] = _median(runs, measure_failure, host)
         return result
@@ -306,6 +315,8 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 def _ratios(ours: Dict[str, Any], theirs: Dict[str, Any], sizes: List[int], failure: bool
             ) -> Dict[str, float]:
+    sizes = [n for n in sizes if "error" not in ours[f"n{n}"] and "error" not in
+             theirs[f"n{n}"]]
     return {
         **{f"n{n}_rdzv": ratio(theirs[f"n{n}"]["rdzv_s"], ours[f"n{n}"]["rdzv_s"])
            for n in sizes},

@@ -19,6 +19,7 @@ import os
 import socket
 import sys
 import time
+import uuid
 from typing import Callable, Dict, Iterable, List, Optional
 
 import actors
@@ -31,6 +32,7 @@ from tests.net import free_port
 from tests.waiting import wait_until
 
 RESULT_PREFIX = "RESULT "
+ETCD_VARIABLE = "ACTORGRAD_TEST_ETCD"  # host:port of the etcd server the etcd scenarios use
 RELEASE_TIMEOUT = 10.0  # for the threads and fds, then again for the ports
 CALL_TIMEOUT = 10.0
 
@@ -152,6 +154,35 @@ def rendezvous_handler(close: bool, host: str) -> int:
     return port
 
 
+def etcd_store(close: bool, host: str) -> None:
+    """An EtcdStore (of the server at $ACTORGRAD_TEST_ETCD) with a watch whose callback
+    refers back to it, an ephemeral key on its lease, one set seen by one get."""
+    from store.etcd import EtcdStore
+
+    store = EtcdStore(os.environ[ETCD_VARIABLE], f"/resources/{uuid.uuid4().hex}", timeout=10,
+                      ephemeral_ttl=3)
+    store.watch_key("watched", lambda old, new: store.num_keys())
+    store.set_ephemeral("alive", "1")
+    store.set("watched", "1")
+    assert store.get("watched") == b"1"
+    if close:
+        store.close()
+
+
+def etcd_rendezvous_handler(close: bool, host: str) -> None:
+    """A handler from the registry ("etcd") that joined a round of one; shut down, or
+    dropped while heart-beating."""
+    from store.elastic import RendezvousParameters, get_rendezvous_handler
+
+    handler = get_rendezvous_handler(RendezvousParameters(
+        "etcd", os.environ[ETCD_VARIABLE], "resources", 1, 1, local_addr="127.0.0.1",
+        key_prefix=f"/resources/{uuid.uuid4().hex}", last_call_timeout=0.1,
+        keep_alive_interval=0.05))
+    assert handler.next_rendezvous().rank == 0
+    if close:
+        handler.shutdown()
+
+
 SCENARIOS: Dict[str, Round] = {
     "tcp_store_pair": tcp_store_pair,
     "actor": actor,
@@ -161,6 +192,8 @@ SCENARIOS: Dict[str, Round] = {
     "rpc_world": rpc_world,
     "process_group": process_group,
     "rendezvous_handler": rendezvous_handler,
+    "etcd_store": etcd_store,
+    "etcd_rendezvous_handler": etcd_rendezvous_handler,
 }
 
 

@@ -27,11 +27,11 @@ EXIT_LIMIT = 2.0  # seconds an exit with live objects may add to start-up and im
 QUIET = {**os.environ, "ACTORGRAD_LOG_LEVEL": "warning"}
 
 
-def run_scenario(scenario: str, tmp_path) -> dict:
+def run_scenario(scenario: str, tmp_path, **env: str) -> dict:
     """The counts a fresh child process reports for `COUNT` dropped rounds of `scenario`."""
     log_path = tmp_path / f"{scenario}.log"
     args = ["-m", "tests.runtime.resources_child", scenario, str(COUNT)]
-    with running(args, log_path, env=QUIET) as process:
+    with running(args, log_path, env={**QUIET, **env}) as process:
         wait_until(lambda: (resources_child.read_result(log_path.read_text()) is not None
                             or process.poll() is not None), CHILD_TIMEOUT, interval=0.1)
         output = log_path.read_text()
@@ -101,6 +101,22 @@ def test_dropping_200_rendezvous_handlers_from_the_registry_leaves_no_threads_fd
     """A c10d handler that hosts its store, joins and is dropped while heart-beating frees
     its keep-alive thread, the store's server and its port."""
     assert_released(run_scenario("rendezvous_handler", tmp_path))
+
+
+def test_dropping_200_etcd_stores_with_watches_and_leases_leaves_no_threads_or_fds(
+        tmp_path, etcd_endpoint):
+    """An EtcdStore whose watch callback refers back to it, holding an ephemeral key, is
+    collected when dropped: its stream, dispatcher and keep-alive threads end."""
+    assert_released(run_scenario("etcd_store", tmp_path,
+                                 **{resources_child.ETCD_VARIABLE: etcd_endpoint}))
+
+
+def test_dropping_200_etcd_rendezvous_handlers_leaves_no_threads_or_fds(tmp_path,
+                                                                         etcd_endpoint):
+    """An "etcd" handler that joined and is dropped while heart-beating frees its
+    keep-alive thread and its store's streams and lease."""
+    assert_released(run_scenario("etcd_rendezvous_handler", tmp_path,
+                                 **{resources_child.ETCD_VARIABLE: etcd_endpoint}))
 
 
 IMPORTS = """\
