@@ -262,13 +262,25 @@ def _seconds(params: RendezvousParameters, key: str) -> Optional[float]:
 
 
 def _is_this_machine(host: str) -> bool:
+    """Whether `host` names this machine: a local name, or an address of one of its
+    interfaces (not only the one its host name resolves to)."""
     if host in _LOCAL_HOSTS or host in (socket.gethostname(), socket.getfqdn()):
         return True
     try:
         address = socket.gethostbyname(host)
     except OSError:
         return False
-    return address.startswith("127.") or address == _own_address()
+    return address.startswith("127.") or address == _own_address() or _can_bind(address)
+
+
+def _can_bind(address: str) -> bool:
+    """Whether a socket binds to `address` (any port): it is one of this machine's."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind((address, 0))
+        return True
+    except OSError:
+        return False
 
 
 def _own_address() -> Optional[str]:

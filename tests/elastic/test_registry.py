@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import time
 from datetime import timedelta
 
@@ -12,6 +13,7 @@ from store.elastic import (C10dRendezvousBackend, DynamicRendezvousHandler,
                            RendezvousConnectionError, RendezvousHandlerRegistry, RendezvousInfo,
                            RendezvousParameters, RendezvousStoreInfo, RendezvousTimeout,
                            StoreRendezvousBackend, get_rendezvous_handler)
+from store.elastic import registry
 from store.elastic.registry import parse_rendezvous_endpoint
 from tests.net import free_port
 from tests.store.processes import ctx, spawned
@@ -112,6 +114,19 @@ def test_endpoints_parse_as_in_torch():
     assert parse_rendezvous_endpoint("[::1]:5") == ("::1", 5)
     with pytest.raises(ValueError, match="not a number"):
         parse_rendezvous_endpoint("node1:http")
+
+
+def test_an_address_of_any_interface_of_this_machine_is_this_machine(monkeypatch):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))  # no packet is sent
+        except OSError:
+            pytest.skip("no route off loopback on this machine")
+        mine = probe.getsockname()[0]
+    # Not the address the host name resolves to: only the interface itself says so.
+    monkeypatch.setattr(registry, "_own_address", lambda: None)
+    assert registry._is_this_machine(mine)
+    assert not registry._is_this_machine("192.0.2.1")  # TEST-NET-1, nobody's
 
 
 def test_a_client_with_no_host_to_reach_raises_the_connection_error_like_torch():
