@@ -35,13 +35,16 @@ class SignalReceived(Exception):
 
 def open_store(config: LaunchConfig) -> Store:
     """Host the rendezvous store on a free port when standalone, else as `--rdzv-endpoint` says
-    (with an etcd backend: a client of the etcd server there). Its timeout is the
-    --rdzv-conf read_timeout."""
+    (with an etcd backend: a client of the etcd server there, whose liveness keys live
+    --rdzv-conf lease_ttl seconds after a crash). Its timeout is the --rdzv-conf
+    read_timeout."""
     timeout = config.conf("read_timeout", _STORE_TIMEOUT)
     if config.rdzv_backend is not None:
         from store.etcd import EtcdStore
+        from store.etcd.store import EPHEMERAL_TTL
 
-        return EtcdStore(f"{config.rdzv_host}:{config.rdzv_port}", timeout=timeout)
+        return EtcdStore(f"{config.rdzv_host}:{config.rdzv_port}", timeout=timeout,
+                         ephemeral_ttl=int(config.conf("lease_ttl", EPHEMERAL_TTL)))
     if config.standalone or config.rdzv_port == 0:
         from store.tcp_store import TCPStore
 

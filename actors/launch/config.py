@@ -73,7 +73,7 @@ class LaunchConfig:
 NO_PORT = 65535  # stands for "no port given" while parsing; no rendezvous uses it
 ETCD_BACKENDS = ("etcd", "etcd-v2")
 _CONF_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
-              "keep_alive_interval", "keep_alive_max_attempt", "read_timeout")
+              "keep_alive_interval", "keep_alive_max_attempt", "read_timeout", "lease_ttl")
 
 
 def parse_nnodes(text: str) -> Tuple[int, int]:
