@@ -1,6 +1,7 @@
 """torch's handler registry, RendezvousParameters, RendezvousInfo and from_backend's order."""
 from __future__ import annotations
 
+import gc
 import os
 import socket
 import time
@@ -163,3 +164,32 @@ def test_two_processes_get_handlers_from_the_registry_and_one_hosts_the_store(ba
         got = sorted(results.get(timeout=40) for _ in range(2))
     assert [g[:3] for g in got] == [(0, 2, backend), (1, 2, backend)]
     assert got[0][3:] == got[1][3:] and got[0][3] == "127.0.0.1"
+
+
+@pytest.mark.parametrize("backend", ["etcd", "etcd-v2"])
+def test_the_etcd_backends_keep_the_state_in_etcd_under_the_key_prefix(backend, etcd_endpoint,
+                                                                      etcd_prefix):
+    from store.elastic import EtcdRendezvousBackend
+    from store.etcd import EtcdStore
+
+    handler = get_rendezvous_handler(RendezvousParameters(
+        backend, etcd_endpoint, "etcd-run", 1, 1, key_prefix=etcd_prefix,
+        last_call_timeout=0.1))
+    try:
+        assert handler.get_backend() == backend
+        assert handler.next_rendezvous().rank == 0
+        observer = EtcdStore(etcd_endpoint, etcd_prefix, timeout=5)
+        state = EtcdRendezvousBackend(observer, "etcd-run").get_state()
+        assert state is not None and isinstance(state[1], int)  # the token is a revision
+        observer.close()
+    finally:
+        handler.shutdown()
+        del handler
+        gc.collect()  # the store the registry made for it goes with it, and its lease
+
+
+def test_an_unreachable_etcd_is_the_connection_error_naming_it():
+    port = free_port()
+    with pytest.raises(RendezvousConnectionError, match=f"cannot reach etcd at 127.0.0.1:{port}"):
+        get_rendezvous_handler(RendezvousParameters("etcd", f"127.0.0.1:{port}", "x", 1, 1,
+                                                    read_timeout=1))
