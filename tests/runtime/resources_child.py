@@ -239,9 +239,14 @@ def measure(scenario: str, count: int) -> dict:
     started = time.monotonic()
     ports = [one_round(False, host.address) for _ in range(count)]
     dropped_at = time.monotonic()
-    gc.collect()
-    released = wait_until(
-        lambda: os_threads() <= threads_before and open_fds() <= fds_before, RELEASE_TIMEOUT)
+
+    def released_all() -> bool:
+        # Collected on each look: a callback still in flight (a watch event queued for
+        # delivery) keeps its owner alive through one collection, not after it ran.
+        gc.collect()
+        return os_threads() <= threads_before and open_fds() <= fds_before
+
+    released = wait_until(released_all, RELEASE_TIMEOUT)
     released_at = time.monotonic()
     threads_after, fds_after = os_threads(), open_fds()
     unbindable = unbindable_after_wait(port for port in ports if port is not None)
