@@ -70,7 +70,6 @@ class LaunchConfig:
         return self.rdzv_conf.get(name, default)
 
 
-NO_PORT = 65535  # stands for "no port given" while parsing; no rendezvous uses it
 ETCD_BACKENDS = ("etcd", "etcd-v2")
 _CONF_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
               "keep_alive_interval", "keep_alive_max_attempt", "read_timeout", "lease_ttl")
@@ -97,12 +96,12 @@ def parse_nnodes(text: str) -> Tuple[int, int]:
 def parse_endpoint(text: str) -> Tuple[str, Optional[int]]:
     """`HOST[:PORT]`; the port is None when not given (its default is the backend's)."""
     try:
-        host, port = parse_rendezvous_endpoint(text, NO_PORT)
+        host, port = parse_rendezvous_endpoint(text, None)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--rdzv-endpoint: {exc}") from None
     if port == 0:
         raise argparse.ArgumentTypeError(f"--rdzv-endpoint must be HOST:PORT, got {text!r}")
-    return host, None if port == NO_PORT else port
+    return host, port
 
 
 def parse_conf(text: str) -> Dict[str, float]:

@@ -55,7 +55,7 @@ class StoreRendezvousBackend(RendezvousBackend):
         if not isinstance(run_id, str) or not run_id:
             raise ValueError(f"run_id must be a non-empty str, got {run_id!r}")
         self._store = store
-        self.key = check_key(f"{self.KEY_PREFIX}{run_id}/state")
+        self.key = state_key(run_id)
         self._exists = False  # once written, the state key is never deleted by us
 
     @property
@@ -99,6 +99,11 @@ class C10dRendezvousBackend(StoreRendezvousBackend):
     @property
     def name(self) -> str:
         return "c10d"
+
+
+def state_key(run_id: str) -> str:
+    """The key that holds run `run_id`'s state, whichever store or backend keeps it."""
+    return check_key(f"{StoreRendezvousBackend.KEY_PREFIX}{run_id}/state")
 
 
 def call_store(operation: Any, *args: Any) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Tuple, Union
 
-from store.elastic.backend import RendezvousBackend, StoreRendezvousBackend, Token, call_store
+from store.elastic.backend import RendezvousBackend, Token, call_store, state_key
 from store.elastic.errors import RendezvousStateError
 
 
@@ -35,7 +35,7 @@ class EtcdRendezvousBackend(RendezvousBackend):
                             f"{type(client_or_endpoint).__name__}")
         self._store = client_or_endpoint
         self._name = name
-        self.key = f"{StoreRendezvousBackend.KEY_PREFIX}{run_id}/state"
+        self.key = state_key(run_id)
 
     @property
     def name(self) -> str:
@@ -61,4 +61,3 @@ class EtcdRendezvousBackend(RendezvousBackend):
     def watch(self, callback: Callable[[Optional[Tuple[bytes, Token]]], None]) -> bool:
         call_store(self._store.watch_revisioned, self.key, callback)
         return True
-

@@ -143,9 +143,13 @@ def create_handler(store: Store, backend: StoreRendezvousBackend,
         keep_alive_max_attempt=params.get_as_int("keep_alive_max_attempt", 3))
 
 
-def parse_rendezvous_endpoint(endpoint: Optional[str], default_port: int = DEFAULT_PORT
-                              ) -> Tuple[str, int]:
-    """`HOST[:PORT]` or `[IPv6][:PORT]` as (host, port); empty means localhost; ValueError else."""
+def parse_rendezvous_endpoint(endpoint: Optional[str],
+                              default_port: Optional[int] = DEFAULT_PORT
+                              ) -> Tuple[str, Optional[int]]:
+    """`HOST[:PORT]` or `[IPv6][:PORT]` as (host, port); empty means localhost; ValueError else.
+
+    The port is `default_port` when none is given (None: the caller decides later).
+    """
     text = (endpoint or "").strip()
     if not text:
         return "localhost", default_port
@@ -161,7 +165,7 @@ def parse_rendezvous_endpoint(endpoint: Optional[str], default_port: int = DEFAU
     except ValueError:
         raise ValueError(f"the port of rendezvous endpoint {endpoint!r} is not a number") \
             from None
-    if not host or not 0 <= port < 65536:
+    if not host or (port is not None and not 0 <= port < 65536):
         raise ValueError(f"rendezvous endpoint must be HOST:PORT, got {endpoint!r}")
     return host, port
 
@@ -195,12 +199,13 @@ def _create_c10d_handler(params: RendezvousParameters) -> DynamicRendezvousHandl
 def _create_etcd_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
     from store.elastic.etcd_backend import EtcdRendezvousBackend
     from store.etcd import EtcdStore
+    from store.etcd.store import EPHEMERAL_TTL
 
     host, port = parse_rendezvous_endpoint(params.endpoint, ETCD_DEFAULT_PORT)
     read_timeout = _read_timeout(params)
     try:
         store = EtcdStore(f"{host}:{port}", str(params.get("key_prefix", "/actorgrad")),
-                          read_timeout, ephemeral_ttl=params.get_as_int("lease_ttl", 15))
+                          read_timeout, ephemeral_ttl=params.get_as_int("lease_ttl", EPHEMERAL_TTL))
     except StoreError as exc:
         raise RendezvousConnectionError(f"cannot reach etcd at {host}:{port}: {exc}") from exc
     backend = EtcdRendezvousBackend(store, params.run_id, name=params.backend)
