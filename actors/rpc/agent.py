@@ -21,6 +21,7 @@ from actors.runtime import (Actor, ActorError, Future, Kind, Message, PeerLostEr
 from actors.runtime.channel import Channel
 from actors.runtime.futures import completed, failed
 from actors.runtime.log import get_logger
+from actors.runtime.script_refs import same_script_receiver
 from actors.runtime.serialization import pickle_allowed
 from store.barrier import arrive, barrier, wait_open
 from store.base import Store
@@ -108,12 +109,11 @@ class RpcAgent:
                 f"functions travel as pickles, which it does not load; call {fn!r} by name "
                 f"from a JSON client instead (actors.expose, actors.ExposedClient)")
         info = self._peer(to)
-        registered = hook_registry.hooks()
-        if not registered:
+        if hook_registry.all_idle():
             meta: dict = {}
             return info, (fn, tuple(args), kwargs or {}, self.rank, meta), meta
         envelope = RpcEnvelope((tuple(args), kwargs or {}), info)
-        for _, hook in registered:
+        for _, hook in hook_registry.hooks():
             hook.request_sent(envelope)
         call_args, call_kwargs = envelope.payload
         return info, (fn, call_args, call_kwargs, self.rank, envelope.meta), envelope.meta
@@ -155,7 +155,7 @@ class RpcAgent:
             info, payload, _ = self._outgoing(to, fn, args, kwargs)
         except WorkerLostError:
             return
-        with _Sending(info):
+        with self._sending(info):
             self.actor.notify(self.directory.address(info), Kind.RPC_CALL, payload)
 
     def call_service(self, to: Destination, kind: int, payload: Any,
@@ -178,6 +178,9 @@ class RpcAgent:
             return
         self.actor.notify(self.directory.address(info), kind, (self.rank, payload))
 
+    def _sending(self, info: WorkerInfo) -> "_Sending":
+        return _Sending(info, self.directory.runs_this_script(info))
+
     def _peer(self, to: Destination) -> WorkerInfo:
         info = self.directory.resolve(to)
         if info.name in self._lost:
@@ -188,7 +191,7 @@ class RpcAgent:
                  timeout: Optional[float]) -> Future:
         """Send a request through the I/O thread; settle the future with `_settled`."""
         seconds = self.timeout if timeout is None else timeout
-        with _Sending(info):
+        with self._sending(info):
             reply = self.actor.request(self.directory.address(info), kind, payload,
                                        seconds or None)
         self._track(+1)
@@ -211,7 +214,7 @@ class RpcAgent:
         channel = self._channel(info)
         self._track(+1)
         try:
-            with _Sending(info):
+            with self._sending(info):
                 return channel.call(kind, payload, seconds or None)
         except PeerLostError as exc:
             self._mark_lost(info)
@@ -234,11 +237,10 @@ class RpcAgent:
 
     @staticmethod
     def _response(value: Any, meta: dict, peer: WorkerInfo, request_meta: dict) -> Any:
-        registered = hook_registry.hooks()
-        if not registered:
+        if not meta and not request_meta and hook_registry.all_idle():
             return value
         envelope = RpcEnvelope(value, peer, meta, request_meta)
-        for _, hook in registered:
+        for _, hook in hook_registry.hooks():
             hook.response_received(envelope)
         return envelope.payload
 
@@ -293,7 +295,7 @@ class RpcAgent:
         peer = self._caller(msg, caller)
         if meta:
             hook_registry.load_hooks_for(meta)
-        if not meta and not hook_registry.hooks():
+        if not meta and hook_registry.all_idle():
             result = fn(*args, **kwargs)
         else:
             envelope = RpcEnvelope((args, kwargs), peer, meta)
@@ -317,11 +319,10 @@ class RpcAgent:
 
     @staticmethod
     def _respond(value: Any, peer: WorkerInfo, request_meta: dict) -> tuple:
-        registered = hook_registry.hooks()
-        if not registered:
+        if not request_meta and hook_registry.all_idle():
             return value, {}
         envelope = RpcEnvelope(value, peer, None, request_meta)
-        for _, hook in registered:
+        for _, hook in hook_registry.hooks():
             hook.response_sent(envelope)
         return envelope.payload, envelope.meta
 
@@ -395,21 +396,24 @@ class RpcAgent:
 
 
 class _Sending:
-    """Turns a failure to pickle a request into a TypeError that names the callee.
+    """Encodes a request for worker `info`: the script's definitions by name alone when
+    it runs this script, and a failure to pickle as a TypeError that names the callee.
 
     A class rather than a generator context manager: it wraps every call.
     """
 
-    __slots__ = ("info",)
+    __slots__ = ("info", "script")
     _PASS = (RpcNotInitializedError, PeerLostError, TimeoutError, ActorError, zmq.ZMQError)
 
-    def __init__(self, info: WorkerInfo):
+    def __init__(self, info: WorkerInfo, same_script: bool):
         self.info = info
+        self.script = same_script_receiver(same_script)
 
     def __enter__(self) -> None:
-        return None
+        self.script.__enter__()
 
     def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
+        self.script.__exit__()
         if exc is None or not isinstance(exc, Exception) or isinstance(exc, self._PASS) \
                 or getattr(exc, "remote_traceback", None) is not None:  # raised by the callee
             return False

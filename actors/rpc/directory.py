@@ -1,9 +1,10 @@
-"""Who is who in an RPC world: names, ranks and mailbox addresses."""
+"""Who is who in an RPC world: names, ranks, mailbox addresses and scripts."""
 from __future__ import annotations
 
 from typing import Dict, List, NamedTuple, Union
 
 from actors.network import workers_on_host
+from actors.runtime.script_refs import script_path
 
 
 class WorkerInfo(NamedTuple):
@@ -27,10 +28,12 @@ Destination = Union[str, int, WorkerInfo]
 class WorkerDirectory:
     """The fixed membership of one RPC world, resolved from names, ranks or WorkerInfo."""
 
-    def __init__(self, names: List[str], addresses: List[str]):
+    def __init__(self, names: List[str], addresses: List[str], scripts: List[str]):
         self._infos = [WorkerInfo(name, rank) for rank, name in enumerate(names)]
         self._by_name: Dict[str, WorkerInfo] = {info.name: info for info in self._infos}
         self._addresses = list(addresses)
+        mine = script_path()
+        self._same_script = [bool(mine) and script == mine for script in scripts]
 
     def __len__(self) -> int:
         return len(self._infos)
@@ -58,6 +61,10 @@ class WorkerDirectory:
 
     def address(self, info: WorkerInfo) -> str:
         return self._addresses[info.id]
+
+    def runs_this_script(self, info: WorkerInfo) -> bool:
+        """Whether the worker runs the same script file as this process."""
+        return self._same_script[info.id]
 
     def by_address(self, address: str) -> WorkerInfo:
         return self._infos[self._addresses.index(address)]

@@ -5,6 +5,9 @@ torch wraps a message in `RpcWithAutograd`, while `actors` never imports `engine
 A hook sees every request and response as an `RpcEnvelope` when it is sent and
 when it is received: it may replace the payload and may put picklable data under
 its own name in `meta`, which travels with the message to the other side.
+
+A hook that has nothing to do right now says so with `idle()`: a message that
+carries no meta passes hooks that are all idle without an envelope being built.
 """
 from __future__ import annotations
 
@@ -35,6 +38,12 @@ class RpcEnvelope:
 
 class RpcHook:
     """Base class of hooks: override the steps you need; the defaults do nothing."""
+
+    def idle(self) -> bool:
+        """True while this hook would neither tag a request sent from this thread nor act
+        on a message that carries none of its meta; then it is skipped for such messages.
+        The default, False, shows the hook every message."""
+        return False
 
     def request_sent(self, envelope: RpcEnvelope) -> None:
         """Before a request is pickled on the caller."""
@@ -80,6 +89,14 @@ def unregister_hook(name: str) -> None:
 
 def hooks() -> List[Tuple[str, RpcHook]]:
     return _hooks
+
+
+def all_idle() -> bool:
+    """Whether every registered hook is idle (see `RpcHook.idle`) on this thread now."""
+    for _, hook in _hooks:
+        if not hook.idle():
+            return False
+    return True
 
 
 def request_contexts(envelope: RpcEnvelope) -> ContextManager:

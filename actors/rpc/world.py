@@ -1,11 +1,13 @@
 """Forming an RPC world through a store: registration and the directory of workers.
 
 Keys (under the store the agent is given): ``names/<name>`` → rank,
-``ranks/<rank>`` → name, ``addresses/<rank>`` → mailbox address, and
+``ranks/<rank>`` → name, ``addresses/<rank>`` → mailbox address, ``scripts/<rank>`` →
+the path of the script the worker runs (empty without one), and
 ``barriers/<tag>/...`` for the shutdown barriers (`store.barrier`).
 """
 from __future__ import annotations
 
+from actors.runtime.script_refs import script_path
 
 from store.base import Store
 from store.errors import StoreTimeoutError
@@ -23,6 +25,7 @@ def join_world(store: Store, name: str, rank: int, world_size: int, address: str
     owner = store.compare_set(f"ranks/{rank}", "", name).decode()
     if owner != name:
         raise RpcInitError(f"duplicate rank {rank}: worker {owner!r} already has it")
+    store.set(f"scripts/{rank}", script_path() or "")
     store.set(f"addresses/{rank}", address)
     keys = [f"addresses/{r}" for r in range(world_size)]
     try:
@@ -34,4 +37,5 @@ def join_world(store: Store, name: str, rank: int, world_size: int, address: str
             f"{world_size} never joined") from None
     names = [n.decode() for n in store.multi_get([f"ranks/{r}" for r in range(world_size)])]
     addresses = [a.decode() for a in store.multi_get(keys)]
-    return WorkerDirectory(names, addresses)
+    scripts = [s.decode() for s in store.multi_get([f"scripts/{r}" for r in range(world_size)])]
+    return WorkerDirectory(names, addresses, scripts)

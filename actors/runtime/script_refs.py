@@ -9,13 +9,19 @@ script) cannot find the name, so the definition's value, pickled by cloudpickle,
 travels too and is rebuilt there, as a fresh copy with its own globals. A definition
 whose value cannot be pickled (it uses a module-level lock, say) travels by name
 only, and only a receiver running the same script can call it.
+
+A sender that knows its receiver runs the same script (an RPC world publishes each
+worker's script) says so with `same_script_receiver`: the value is then left out,
+the sender checks a definition once per (script, name), and the receiver looks it
+up by name instead of rebuilding it from its value on every message.
 """
 from __future__ import annotations
 
 import functools
 import os
 import sys
-from typing import Any, Optional, Tuple
+import threading
+from typing import Any, Dict, Optional, Tuple
 
 import cloudpickle
 
@@ -35,12 +41,51 @@ def _real_path(path: str) -> str:
     return os.path.realpath(path)
 
 
+_receiver = threading.local()
+
+
+class same_script_receiver:
+    """``with same_script_receiver(same):`` messages encoded on this thread meanwhile go
+    to a receiver that runs this process's script (`same`), or may not.
+
+    A class, not a generator: it wraps every call.
+    """
+
+    __slots__ = ("same", "before")
+
+    def __init__(self, same: bool):
+        self.same = same
+
+    def __enter__(self) -> None:
+        self.before = getattr(_receiver, "same", False)
+        _receiver.same = self.same
+
+    def __exit__(self, *exc: Any) -> None:
+        _receiver.same = self.before
+
+
+# The script's definitions already checked: obj -> (qualname, path).
+_names: Dict[Any, Tuple[str, str]] = {}
+
+
 def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
     """A pickle reduction of `obj` by reference to the script, if it is one of its definitions.
 
     None for anything else (the pickler then goes on as usual): an object of another
-    module, a nested definition, or a script without a file.
+    module, a nested definition, or a script without a file. The value travels beside
+    the name unless `same_script_receiver` says the receiver has the script.
     """
+    name = _names.get(obj)
+    if name is None:
+        name = _script_name(obj)
+        if name is None:
+            return None
+        _names[obj] = name
+    value = None if getattr(_receiver, "same", False) else _by_value(obj)
+    return resolve_script_definition, (*name, value)
+
+
+def _script_name(obj: Any) -> Optional[Tuple[str, str]]:
     if getattr(obj, "__module__", None) not in MAIN_MODULES:
         return None
     qualname = getattr(obj, "__qualname__", "<")
@@ -49,13 +94,14 @@ def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
     path = script_path()
     if path is None or lookup_qualname(sys.modules[obj.__module__], qualname) is not obj:
         return None
-    return resolve_script_definition, (qualname, path, _by_value(obj))
+    return qualname, path
 
 
 def resolve_script_definition(qualname: str, path: str, value: Any) -> Any:
     """The receiver's own definition when it runs the script at `path`, else the value sent.
 
-    `value` is cloudpickle's bytes, or the reason they could not be made (a str).
+    `value` is cloudpickle's bytes, the reason they could not be made (a str), or None
+    when the sender knew this receiver runs the same script.
     """
     if path == script_path():
         found = lookup_qualname(sys.modules["__main__"], qualname)
@@ -63,8 +109,9 @@ def resolve_script_definition(qualname: str, path: str, value: Any) -> Any:
             return found
     if isinstance(value, bytes):
         return cloudpickle.loads(value)
+    why = "its value was not sent" if value is None else f"cannot travel by value: {value}"
     raise LookupError(f"{qualname} of script {path} is not defined here (this process runs "
-                      f"{script_path()}) and cannot travel by value: {value}")
+                      f"{script_path()}) and {why}")
 
 
 def _by_value(obj: Any) -> Any:

@@ -119,6 +119,9 @@ def _untag(envelope: RpcEnvelope) -> Tuple[Optional[int], Optional[int]]:
 class DistAutogradHook(RpcHook):
     """Attaches distributed autograd to every RPC (see the module docstring)."""
 
+    def idle(self) -> bool:
+        return container.current() is None and not owed.any()
+
     def request_sent(self, envelope: RpcEnvelope) -> None:
         _tag(envelope, container.current(), request=True)
 

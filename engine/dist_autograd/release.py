@@ -73,6 +73,10 @@ class OwedReleases:
                 else:
                     self._wake.notify()
 
+    def any(self) -> bool:
+        """Whether a release is owed to any worker."""
+        return bool(self._by_rank)
+
     def peek(self, rank: int) -> Optional[List[int]]:
         """The releases owed to `rank`, for a call going there; still owed until `settle`."""
         if not self._by_rank:  # the common case, without the lock

@@ -58,3 +58,24 @@ def test_a_definition_of_another_script_is_rebuilt_from_its_value():
 def test_a_definition_without_a_value_names_why_it_cannot_be_rebuilt():
     with pytest.raises(LookupError, match="bump of script /elsewhere/s.py .*cannot pickle"):
         resolve_script_definition("bump", "/elsewhere/s.py", "TypeError: cannot pickle 'lock'")
+
+
+def test_a_receiver_known_to_run_the_same_script_gets_the_name_without_the_value(monkeypatch):
+    import __main__
+
+    from actors.runtime import script_refs
+
+    def triple(x):
+        return 3 * x
+
+    triple.__module__, triple.__qualname__ = "__main__", "triple_for_test"
+    monkeypatch.setattr(__main__, "triple_for_test", triple, raising=False)
+    monkeypatch.setattr(script_refs, "script_path", lambda: "/here/script.py")
+    with script_refs.same_script_receiver(True):
+        _, (qualname, path, value) = reduce_script_definition(triple)
+    assert (qualname, path, value) == ("triple_for_test", "/here/script.py", None)
+    _, (_, _, value) = reduce_script_definition(triple)
+    assert cloudpickle.loads(value)(2) == 6
+    assert resolve_script_definition("triple_for_test", "/here/script.py", None) is triple
+    with pytest.raises(LookupError, match="its value was not sent"):
+        resolve_script_definition("triple_for_test", "/elsewhere/s.py", None)
