@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from typing import Any, Dict, Iterator, List, Sequence, Set
 
 import numpy as np
@@ -124,21 +125,23 @@ class Transport:
                             SHARE_TIMEOUT).wait(SHARE_TIMEOUT)
 
     def close(self, flush_timeout: float = 2.0) -> None:
-        """Tell every live peer this rank leaves, then stop.
+        """Tell every live peer this rank leaves, then stop; `flush_timeout` bounds the wait.
 
         The peer's answer comes after every earlier message on the same connection:
         nothing handed to the transport is dropped by closing its sockets, and the peer
         knows this rank left before it sees the connection drop (not a crash).
         """
+        deadline = time.monotonic() + flush_timeout
         lost = self.inbox.lost()
-        notices = [self._actor.request(address, Kind.PG_LEAVE, self.rank, flush_timeout)
+        notices = {r: self._actor.request(address, Kind.PG_LEAVE, self.rank, flush_timeout)
                    for r, address in enumerate(self._addresses)
-                   if r != self.rank and r not in lost]
-        for notice in notices:
+                   if r != self.rank and r not in lost}
+        for r, notice in notices.items():
             try:
-                notice.wait(flush_timeout)
-            except Exception:  # noqa: BLE001 - a peer gone meanwhile has nothing to receive
-                pass
+                notice.wait(max(0.0, deadline - time.monotonic()))
+            except Exception as exc:  # noqa: BLE001 - a peer gone meanwhile receives nothing
+                log.info("pg_leave_unconfirmed", rank=self.rank, peer=r,
+                         reason=f"{type(exc).__name__}: {exc}")
         self.inbox.close("the process group was destroyed")
         self._actor.stop()
         self._shared.close()

@@ -13,10 +13,12 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import time
 from datetime import timedelta
 from typing import Any, List, Optional, Sequence, Union
 
 from actors.network import bind_host, workers_on_host
+from actors.runtime import at_exit
 from actors.runtime.log import get_logger
 from actors.runtime.tuning import keep_freed_memory, share_cores
 from store.base import Store, to_seconds
@@ -87,7 +89,16 @@ def init_process_group(backend: Optional[str] = None, init_method: Optional[str]
                 store.close()
             raise
         _world = _World(store, owns_store, group)
+    at_exit.on_exit(_leave_at_exit)
     log.info("process_group_initialized", rank=rank, world_size=world_size)
+
+
+def _leave_at_exit(deadline: float) -> None:
+    """At a normal exit without `destroy_process_group`, tell the peers this rank leaves
+    (after everything it sent), so that they fail only waits for its messages."""
+    world = _world
+    if world is not None:
+        world.group.transport.close(max(0.0, deadline - time.monotonic()))
 
 
 def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGroup:

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Un
 
 import zmq
 
-from . import envelope
+from . import at_exit, envelope
 from .envelope import Message
 from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError,
                      UnknownKindError)
@@ -129,6 +129,7 @@ class ActorCore:
         self._mailbox.start()
         self._pool.start()  # with workers_receive, its threads read the router
         self._started = True
+        at_exit.track(self)
         log.info("actor_started", actor=self.name, address=self.address)
 
     def close_soon(self) -> None:
@@ -144,6 +145,28 @@ class ActorCore:
         self.close_soon()
         self._mailbox.stop(timeout)
         self._pool.stop(timeout)
+
+    def confirm_delivery(self, deadline: float) -> Dict[str, int]:
+        """Have every peer sent to since the last confirmation answer, waiting until
+        `deadline` (monotonic); returns the peers that did not, with the number of
+        messages each was sent meanwhile."""
+        snapshot = Future()
+        try:
+            self._mailbox.call_soon(lambda: snapshot.set_result(self._mailbox.take_unconfirmed()))
+            counts = snapshot.wait(max(0.0, deadline - time.monotonic()))
+        except ActorStoppedError:
+            return {}
+        except RequestTimeoutError:
+            return {"(every peer: the I/O thread did not answer)": 0}
+        pings = {peer: self.request(peer, Kind.PING, None, max(1e-3, deadline - time.monotonic()))
+                 for peer in counts}
+        unanswered = {}
+        for peer, ping in pings.items():
+            try:
+                ping.wait(max(0.0, deadline - time.monotonic()))
+            except Exception:  # noqa: BLE001 - lost, timed out or stopped: not confirmed
+                unanswered[peer] = counts[peer]
+        return unanswered
 
     def _teardown(self) -> None:
         """The mailbox's sockets are closed: close the router, fail what is pending."""

@@ -70,6 +70,8 @@ class Mailbox:
         # Each peer's connection: _CONNECTING until the first handshake, then _UP, or
         # _LOST once reported lost (until a handshake succeeds again).
         self._links: Dict[str, str] = {}
+        # Messages sent to each peer since the last `take_unconfirmed` (see at_exit.py).
+        self._unconfirmed: Dict[str, int] = {}
         self._router: Optional[Router] = None
         self._on_request: Optional[Callable[[bytes, list], None]] = None
         self._sender_monitor: Optional[zmq.Socket] = None
@@ -160,6 +162,12 @@ class Mailbox:
     def send_now(self, address: str, frames: List[Any]) -> None:
         """Send on the DEALER to `address`, opening it on first use; I/O thread only."""
         send_frames(self._dealer(address), frames)
+        self._unconfirmed[address] = self._unconfirmed.get(address, 0) + 1
+
+    def take_unconfirmed(self) -> Dict[str, int]:
+        """The peers sent to since the last call, with how many messages each; I/O thread only."""
+        unconfirmed, self._unconfirmed = self._unconfirmed, {}
+        return unconfirmed
 
     # ---- I/O thread ---------------------------------------------------------------
 
@@ -278,6 +286,9 @@ class Mailbox:
 
     def _report_lost(self, address: str, reason: str) -> None:
         self._links[address] = _LOST
+        # What the peer delivered before it went is handed up before its loss.
+        while self._router is not None and self._drain_router(False):
+            pass
         log.info("peer_lost", actor=self.name, peer=address, reason=reason)
         self._dispatch(self._on_peer_lost, address, reason)
 

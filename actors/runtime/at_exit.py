@@ -1,0 +1,82 @@
+"""Delivering, at a normal interpreter exit, the messages this process's code already sent.
+
+A message handed to an actor leaves through its I/O thread and then libzmq's; a
+process that returns from its script right after sending can end before either has
+written it out. At exit, every running actor asks each peer it sent to since start
+for an answer (`ActorCore.confirm_delivery`): a peer answers a request only after
+every earlier message on the same connection, so the answer proves them delivered.
+The wait is bounded by `EXIT_FLUSH_TIMEOUT`; what stays unconfirmed is logged, by
+peer, with the count of messages it may lack.
+
+Handlers registered with `on_exit` (a process group saying it leaves) run first.
+"""
+from __future__ import annotations
+
+import atexit
+import multiprocessing.util
+import threading
+import time
+import weakref
+from typing import Any, Callable, List
+
+from .log import get_logger
+
+log = get_logger(__name__)
+
+# The longest a normal exit waits for its messages to be confirmed (seconds).
+EXIT_FLUSH_TIMEOUT = 2.0
+
+_lock = threading.Lock()
+_actors: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_handlers: List[Callable[[float], None]] = []
+_registered = False
+_flushed = False
+
+
+def track(actor: Any) -> None:
+    """Confirm `actor`'s deliveries at exit while it runs (a weak reference)."""
+    with _lock:
+        _actors.add(actor)
+        _register()
+
+
+def on_exit(handler: Callable[[float], None]) -> None:
+    """Run ``handler(deadline)`` at exit, before deliveries are confirmed; once per handler."""
+    with _lock:
+        if handler not in _handlers:
+            _handlers.append(handler)
+        _register()
+
+
+def _register() -> None:
+    global _registered
+    if not _registered:
+        _registered = True
+        # A multiprocessing child ends with os._exit after its own exit finalizers,
+        # without running atexit's: both lead here, and the first one flushes.
+        atexit.register(flush_all)
+        multiprocessing.util.Finalize(None, flush_all, exitpriority=10)
+
+
+def flush_all(timeout: float = EXIT_FLUSH_TIMEOUT) -> None:
+    """Run the exit handlers, then confirm every running actor's deliveries, within `timeout`.
+
+    Once per process: later calls return at once.
+    """
+    global _flushed
+    with _lock:
+        if _flushed:
+            return
+        _flushed = True
+    deadline = time.monotonic() + timeout
+    for handler in list(_handlers):
+        try:
+            handler(deadline)
+        except Exception:  # noqa: BLE001 - one failing handler must not keep others' messages
+            log.exception("exit_handler_failed", handler=getattr(handler, "__qualname__", ""))
+    with _lock:
+        actors = list(_actors)
+    for actor in actors:
+        for peer, count in actor.confirm_delivery(deadline).items():
+            log.warning("messages_maybe_undelivered_at_exit", actor=actor.name, peer=peer,
+                        messages=count)
