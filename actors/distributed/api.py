@@ -257,8 +257,7 @@ def send(tensor: Any, dst: int, group: Group = None, tag: int = 0) -> None:
     if peer == pg.rank:
         raise ValueError("send: dst is this rank")
     pg.transport.inbox.check(pg.ranks)
-    pg.transport.send(dst, (pg.id, "p2p", tag, pg.rank), ("send", array.dtype.str, array.shape),
-                      array)
+    pg.transport.send(dst, (pg.id, "p2p", tag), ("send", array.dtype.str, array.shape), array)
 
 
 def recv(tensor: Any, src: Optional[int] = None, group: Group = None, tag: int = 0) -> int:
@@ -267,11 +266,12 @@ def recv(tensor: Any, src: Optional[int] = None, group: Group = None, tag: int =
     pg = _member(group)
     peers = [p for p in range(pg.size) if p != pg.rank] if src is None else \
         [_group_rank(pg, src, "src")]
-    keys = tuple((pg.id, "p2p", tag, p) for p in peers)
+    senders = tuple(pg.ranks[p] for p in peers)
     key, (call, data) = pg.transport.inbox.take_first(
-        keys, tuple(pg.ranks[p] for p in peers), pg.ranks, time.monotonic() + pg.timeout,
+        tuple((pg.id, "p2p", tag, s) for s in senders), senders, pg.ranks,
+        time.monotonic() + pg.timeout,
         lambda: f"recv(src={src}, tag={tag}) on rank {pg.transport.rank}")
-    sender = pg.ranks[key[3]]
+    sender = key[-1]
     with pg.transport.lend(data) as data:
         if data.shape != array.shape or data.dtype != array.dtype:
             raise ValueError(f"recv: rank {sender} sent {data.dtype}{list(data.shape)} but "

@@ -33,3 +33,8 @@ class CollectiveMismatchError(ValueError):
 
 class CollectiveTimeoutError(DistBackendError, TimeoutError):
     """A collective did not complete within the group's timeout."""
+
+
+class WrongConnectionError(ValueError):
+    """A process-group message named a sending rank other than the one whose connection
+    it came on (see `senders.py`)."""

@@ -2,9 +2,9 @@
 
 Every member calls the group's collectives in the same order; the n-th call is step
 n of the group's sequence, and every message of that call is keyed by the group, the
-step and the sender, so that messages of different calls never mix. Each message
-also carries the sender's call (collective, op, dtype, shape) and its phase: a
-receiver whose own call differs raises CollectiveMismatchError naming both.
+step and the sender's global rank, so that messages of different calls never mix.
+Each message also carries the sender's call (collective, op, dtype, shape) and its
+phase: a receiver whose own call differs raises CollectiveMismatchError naming both.
 
 Calls run in the order they were made: an `async_op` call goes to the group's one
 background thread and returns a `Work`; a blocking call runs on the caller's thread,
@@ -75,9 +75,8 @@ class Call:
         """`send` to each of group ranks `to`, writing a large array once for the
         ranks on this host."""
         group = self.group
-        group.transport.send_many([group.ranks[peer] for peer in to],
-                                  (group.id, self.step, group.rank), (self.describe, phase),
-                                  data, keep)
+        group.transport.send_many([group.ranks[peer] for peer in to], (group.id, self.step),
+                                  (self.describe, phase), data, keep)
 
     def recv(self, frm: int, phase: Any) -> Any:
         """The data group rank `frm` sent for `phase` of this call, as the caller's own."""
@@ -92,10 +91,10 @@ class Call:
         the order the receiver takes them in; so a message for another phase can only
         come from a different call."""
         group = self.group
+        sender = group.ranks[frm]
         (call, sent_phase), data = group.transport.inbox.take(
-            (group.id, self.step, frm), group.ranks[frm], group.ranks, self.deadline,
-            lambda: f"{_render(self.describe)} (step {self.step}) waiting for rank "
-                    f"{group.ranks[frm]}")
+            (group.id, self.step, sender), sender, group.ranks, self.deadline,
+            lambda: f"{_render(self.describe)} (step {self.step}) waiting for rank {sender}")
         if call != self.describe or sent_phase != phase:
             group.transport.open(data)  # frees a shared array's slots
             ours, theirs = _render(self.describe), _render(call)
@@ -103,7 +102,7 @@ class Call:
                 ours, theirs = f"{ours} at phase {phase}", f"{theirs} at phase {sent_phase}"
             raise CollectiveMismatchError(
                 f"rank {group.ranks[group.rank]} called {ours} but rank "
-                f"{group.ranks[frm]} called {theirs} at step {self.step} of the group")
+                f"{sender} called {theirs} at step {self.step} of the group")
         return data
 
     def peers(self) -> List[int]:

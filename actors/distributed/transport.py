@@ -1,7 +1,9 @@
 """`Transport`: the actor through which one process's groups exchange arrays.
 
 Every message is a one-way `PG_DATA` ``(key, call, data)`` to the destination
-rank's mailbox: `key` says which wait it is for (group, collective step, sender),
+rank's mailbox: `key` says which wait it is for (group, collective step or tag) and
+ends with the sender's global rank, which the sending transport adds and the
+receiving one checks against the connection the message came on (`Senders`);
 `call` describes the sender's call and its phase so that mismatched calls are
 caught, and `data` travels zero-copy (arrays as out-of-band frames) or, for a large
 array to ranks on this host, as a `SharedArray` in this rank's shared region, which
@@ -10,8 +12,8 @@ the `Inbox`. At start-up every rank connects to every other, so the death of any
 rank (a dropped connection, or missed ZMTP heartbeats for a hung one) reaches every
 survivor's inbox; a rank that destroys its group says so first (`PG_LEAVE`).
 
-The actor's handlers reference the inbox and the address table, never the
-`Transport`, so a dropped transport stops its actor.
+The actor's handlers reference the inbox, the senders and the address table, never
+the `Transport`, so a dropped transport stops its actor.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from actors.runtime.log import get_logger
 from actors.runtime.serialization import INBAND_LIMIT
 
 from .inbox import Inbox
+from .senders import Senders, new_identity
 from .shared_memory import SharedArray, SharedRegions
 
 log = get_logger(__name__)
@@ -40,21 +43,32 @@ SHARED_MEMORY_VARIABLE = "ACTORGRAD_SHARED_MEMORY"
 
 
 class Transport:
-    """This process's mailbox for process groups, as global rank `rank`."""
+    """This process's mailbox for process groups, as global rank `rank`.
+
+    Its connections to peers present `identity`, which the peers learn from the
+    job's store (`connect`).
+    """
 
     def __init__(self, rank: int, host: str):
         self.rank = rank
+        self.identity = new_identity()
         self.inbox = inbox = Inbox()
         self._shared = shared = SharedRegions(rank)
+        self._senders = senders = Senders(rank)
         self._ranks: Dict[str, int] = {}  # peer address -> global rank
         self._addresses: List[str] = []
         self._hosted: Set[int] = set()  # the other ranks on this host
         ranks = self._ranks
         self._actor = Actor(f"tcp://{host}:0", name=f"pg-rank{rank}", num_worker_threads=1,
-                            heartbeat=HEARTBEAT, heartbeat_timeout=HEARTBEAT_TIMEOUT)
-        self._actor.register(Kind.PG_DATA, lambda msg: _deliver(inbox, msg), inline=True)
-        self._actor.register(Kind.PG_SHARE, lambda msg: shared.attach(msg.payload), inline=True)
-        self._actor.register(Kind.PG_LEAVE, lambda msg: inbox.leave(msg.payload), inline=True)
+                            heartbeat=HEARTBEAT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
+                            routing_id=self.identity)
+        # A peer sends nothing before its PING is answered (see `Senders`).
+        self._actor.register(Kind.PING, lambda msg: senders.ready, inline=True)
+        self._actor.register(Kind.PG_DATA, lambda msg: _deliver(inbox, senders, msg),
+                             inline=True)
+        self._actor.register(Kind.PG_SHARE, lambda msg: _attach(shared, senders, msg),
+                             inline=True)
+        self._actor.register(Kind.PG_LEAVE, lambda msg: _leave(inbox, senders, msg), inline=True)
         self._actor.on_peer_lost(
             lambda address: inbox.lose(ranks.get(address, -1), "its connection dropped"))
         self._actor.start()
@@ -63,8 +77,14 @@ class Transport:
     def address(self) -> str:
         return self._actor.address
 
-    def connect(self, addresses: List[str], timeout: float) -> None:
-        """Open a connection to every other rank and wait until each answers."""
+    def connect(self, addresses: List[str], identities: List[bytes], timeout: float) -> None:
+        """Open a connection to every other rank and wait until each answers.
+
+        Rank r listens at `addresses[r]` and connects from `identities[r]` (its
+        `identity`); from then on, this rank accepts a message that names rank r only
+        from that connection.
+        """
+        self._senders.know(identities)
         self._addresses = list(addresses)
         self._ranks.update({address: r for r, address in enumerate(addresses)})
         host = host_of(self.address)
@@ -76,14 +96,16 @@ class Transport:
                   for r, address in enumerate(addresses) if r != self.rank], timeout)
 
     def send(self, rank: int, key: tuple, call: tuple, data: Any, keep: bool = False) -> None:
-        """Send `data` to global `rank`; the caller may change its arrays afterwards,
-        unless `keep` says it leaves them unchanged until the peer has received them."""
+        """Send `data` to global `rank`, which finds it under `key` + (this rank,); the
+        caller may change its arrays afterwards, unless `keep` says it leaves them
+        unchanged until the peer has received them."""
         self.send_many((rank,), key, call, data, keep)
 
     def send_many(self, ranks: Sequence[int], key: tuple, call: tuple, data: Any,
                   keep: bool = False) -> None:
         """`send` to each of `ranks`; a large array is written once for all those on
         this host."""
+        key = (*key, self.rank)
         rest: Sequence[int] = ranks
         if isinstance(data, np.ndarray) and data.nbytes >= INBAND_LIMIT:
             shared, rest = self._shared.write(ranks, data, self._share)
@@ -147,6 +169,19 @@ class Transport:
         self._shared.close()
 
 
-def _deliver(inbox: Inbox, msg: Message) -> None:
+def _deliver(inbox: Inbox, senders: Senders, msg: Message) -> None:
     key, call, data = msg.payload
+    senders.check(msg, key[-1])
+    if isinstance(data, SharedArray):  # read from, and marked read in, its origin's region
+        senders.check(msg, data.origin)
     inbox.put(key, (call, data))
+
+
+def _attach(shared: SharedRegions, senders: Senders, msg: Message) -> None:
+    senders.check(msg, msg.payload.origin)
+    shared.attach(msg.payload)
+
+
+def _leave(inbox: Inbox, senders: Senders, msg: Message) -> None:
+    senders.check(msg, msg.payload)
+    inbox.leave(msg.payload)

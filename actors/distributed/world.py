@@ -2,11 +2,11 @@
 
 `init_process_group` follows torch's path: an init method (``env://`` by default,
 ``tcp://``, ``file://``) or an explicit store → every rank publishes its transport
-address under ``pg/<n>/`` → every rank connects to every other. `n` counts the
-process's initializations, so a group formed again after `destroy_process_group`
-uses fresh keys. A process may hold an RPC world at the same time: they share the
-``env://`` store server (a master `TCPStore` on a port this process already serves
-joins that server, as torch's multi-tenant stores do).
+address and routing identity under ``pg/<n>/`` → every rank connects to every
+other. `n` counts the process's initializations, so a group formed again after
+`destroy_process_group` uses fresh keys. A process may hold an RPC world at the same
+time: they share the ``env://`` store server (a master `TCPStore` on a port this
+process already serves joins that server, as torch's multi-tenant stores do).
 """
 from __future__ import annotations
 
@@ -107,6 +107,8 @@ def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGr
     keys = PrefixStore(f"pg/{next(_initializations)}", store)
     transport = Transport(rank, bind_host(store))
     try:
+        # The identity first: a rank's address tells the others that both are there.
+        keys.set(f"identities/{rank}", transport.identity)
         keys.set(f"addresses/{rank}", transport.address)
         wanted = [f"addresses/{r}" for r in range(world_size)]
         try:
@@ -116,7 +118,8 @@ def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGr
             raise DistError(f"the process group did not assemble within {timeout:g}s: "
                             + ", ".join(f"rank {r}" for r in missing) + " never joined") from None
         addresses = [a.decode() for a in keys.multi_get(wanted)]
-        transport.connect(addresses, timeout)
+        identities = keys.multi_get([f"identities/{r}" for r in range(world_size)])
+        transport.connect(addresses, identities, timeout)
     except BaseException:
         transport.close()
         raise

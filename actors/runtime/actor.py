@@ -73,12 +73,15 @@ class ActorCore:
 
     One ROUTER mailbox at `address` (None: a client-only actor with no mailbox);
     ``tcp://HOST:0`` picks a free port. `workers_receive` lets worker threads read
-    requests themselves.
+    requests themselves. `routing_id` is the identity every connection this actor
+    opens presents to its peer (the peer's `Message.sender`); None: one per connection
+    that ZeroMQ makes up.
     """
 
     def __init__(self, address: Optional[str] = "tcp://127.0.0.1:0", *, name: str = "actor",
                  num_worker_threads: int = 4, heartbeat: float = 1.0,
-                 heartbeat_timeout: float = 3.0, workers_receive: bool = False):
+                 heartbeat_timeout: float = 3.0, workers_receive: bool = False,
+                 routing_id: Optional[bytes] = None):
         self.name = name
         self._handlers: Dict[int, _Registration] = {}
         self._push_handlers: Dict[int, Handler] = {}
@@ -91,7 +94,7 @@ class ActorCore:
         heartbeat_ms, timeout_ms = int(heartbeat * 1000), int(heartbeat_timeout * 1000)
         self._router = None if address is None else Router(address, heartbeat_ms, timeout_ms)
         self._mailbox = Mailbox(name, self._on_reply, self._on_peer_lost, self._teardown,
-                                heartbeat_ms, timeout_ms)
+                                heartbeat_ms, timeout_ms, routing_id)
         if self._router is not None and workers_receive:
             self._pool: WorkerPool = LeaderPool(num_worker_threads, name, self._router,
                                                 self._accept_for_worker, self._mailbox.call_soon,
@@ -492,10 +495,11 @@ class Actor:
 
     def __init__(self, address: Optional[str] = "tcp://127.0.0.1:0", *, name: str = "actor",
                  num_worker_threads: int = 4, heartbeat: float = 1.0,
-                 heartbeat_timeout: float = 3.0, workers_receive: bool = False):
+                 heartbeat_timeout: float = 3.0, workers_receive: bool = False,
+                 routing_id: Optional[bytes] = None):
         self.core = core = ActorCore(address, name=name, num_worker_threads=num_worker_threads,
                                      heartbeat=heartbeat, heartbeat_timeout=heartbeat_timeout,
-                                     workers_receive=workers_receive)
+                                     workers_receive=workers_receive, routing_id=routing_id)
         self._finalizer = weakref.finalize(self, core.close_soon)
         self._finalizer.atexit = False  # at exit the process takes its sockets along
 

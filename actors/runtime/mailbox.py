@@ -54,13 +54,16 @@ class Mailbox:
     Callbacks (run on the I/O thread): ``on_reply(peer, frames)`` for a message on a
     peer's DEALER, ``on_peer_lost(peer, reason)`` once per loss: an established
     connection drops, or the first attempt to connect fails; ``on_closed()`` once the
-    loop has closed its sockets.
+    loop has closed its sockets. Every DEALER presents `routing_id` to its peer (None:
+    one ZeroMQ makes up per connection).
     """
 
     def __init__(self, name: str, on_reply: Callable[[str, List[zmq.Frame]], None],
                  on_peer_lost: Callable[[str, str], None], on_closed: Callable[[], None],
-                 heartbeat_ms: int, heartbeat_timeout_ms: int):
+                 heartbeat_ms: int, heartbeat_timeout_ms: int,
+                 routing_id: Optional[bytes] = None):
         self.name = name
+        self._routing_id = routing_id
         self._on_reply, self._on_peer_lost, self._on_closed = on_reply, on_peer_lost, on_closed
         self._heartbeat_ms, self._heartbeat_timeout_ms = heartbeat_ms, heartbeat_timeout_ms
         self._dealers: Dict[str, zmq.Socket] = {}
@@ -178,7 +181,8 @@ class Mailbox:
             # a peer nothing listens for must not leave requests waiting out their timeout.
             dealer, monitor = open_dealer(process_context(), address, self._heartbeat_ms,
                                           self._heartbeat_timeout_ms,
-                                          MONITOR_EVENTS | zmq.EVENT_CONNECT_RETRIED)
+                                          MONITOR_EVENTS | zmq.EVENT_CONNECT_RETRIED,
+                                          self._routing_id)
             self._dealers[address] = dealer
             self._dealer_peers[dealer] = address
             self._dealer_monitors[address] = monitor

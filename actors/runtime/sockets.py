@@ -8,7 +8,7 @@ cost an enum operation per frame, a measurable share of a small message's time.
 from __future__ import annotations
 
 import itertools
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import zmq
 
@@ -63,8 +63,12 @@ def close_monitored(sock: zmq.Socket, monitor: zmq.Socket) -> None:
 
 
 def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int, heartbeat_timeout_ms: int,
-                events: int = MONITOR_EVENTS) -> Tuple[zmq.Socket, zmq.Socket]:
+                events: int = MONITOR_EVENTS, routing_id: Optional[bytes] = None
+                ) -> Tuple[zmq.Socket, zmq.Socket]:
     """A DEALER connected to `address` with ZMTP heartbeats, and its monitor of `events`.
+
+    `routing_id` is the identity the peer's ROUTER knows this connection by (None:
+    one ZeroMQ makes up).
 
     libzmq blocks its I/O thread once a monitor's queue is full: monitor only the
     events the owner reads while they come, not only when it next uses the socket.
@@ -79,6 +83,8 @@ def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int, heartbeat_tim
     dealer.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
     dealer.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)
     try:
+        if routing_id is not None:
+            dealer.setsockopt(zmq.ROUTING_ID, routing_id)
         secure(dealer, server=False)
     except BaseException:
         dealer.close(0)

@@ -48,11 +48,13 @@ def run_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: flo
 
 
 def spawn_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: float = 60.0,
-                wait_for: Optional[Iterable[int]] = None, init: str = "tcp") -> List[tuple]:
+                wait_for: Optional[Iterable[int]] = None, init: str = "tcp",
+                port: Optional[int] = None) -> List[tuple]:
     """Each rank's ``(status, value)``; status "ok", or "error" with (type, message, tb),
     or "missing" for a rank that reported nothing (e.g. killed, or not in `wait_for`:
-    the ranks whose report is awaited, all by default; the others are killed)."""
-    port = free_port()
+    the ranks whose report is awaited, all by default; the others are killed). Rank 0
+    serves the ranks' store on `port` (a free one by default)."""
+    port = free_port() if port is None else port
     results = ctx.Queue()
     procs = [ctx.Process(target=_rank_main, args=(scenario, r, world, port, args, results, init),
                          daemon=True) for r in range(world)]

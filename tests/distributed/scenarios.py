@@ -345,3 +345,16 @@ def malformed_shared_array(rank, world):
     dist.recv(buffer, src=0, tag=6)
     dist.barrier()
     return error, bool((buffer == np.arange(1 << 18, dtype=np.float32)).all())
+
+
+def all_reduces_around_a_forgery(rank, world, forged):
+    """Three all_reduces of rank + 1; the second once the test has sent its forged message
+    (`forged`, a multiprocessing Event it sets)."""
+    sums = []
+    for step in range(3):
+        if step == 1 and not forged.wait(60):
+            raise TimeoutError("the test never sent its forged message")
+        array = np.full(2, rank + 1.0)
+        dist.all_reduce(array)
+        sums.append(array.tolist())
+    return sums
