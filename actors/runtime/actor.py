@@ -38,6 +38,7 @@ from .attachments import Attachment, MessageHandler, check_type, open_socket
 from .context import process_context
 from .leaders import LeaderPool
 from .log import get_logger
+from .deadlines import Deadlines
 from .mailbox import Mailbox, TimerHandle
 from .protocol import ERROR, JSON, ONEWAY, PUSH, RESPONSE, Kind, kind_name
 from .router import Router
@@ -59,13 +60,9 @@ class _Pending(NamedTuple):
     future: Future
     peer: str
     kind: int
-    deadline: Optional[float]
     timeout: Optional[float]
 
 
-# Request deadlines are checked by one periodic sweep rather than a timer each: a
-# timeout fires up to this late, and a request costs no timer-heap work.
-_SWEEP_INTERVAL = 0.05
 
 
 class ActorCore:
@@ -90,7 +87,8 @@ class ActorCore:
         self._pending: Dict[int, _Pending] = {}
         self._attachments: List[Attachment] = []
         self._req_ids = itertools.count(1)
-        self._sweeping = False
+        self._deadlines = Deadlines()  # I/O thread only
+        self._expiry: Optional[TimerHandle] = None  # the timer of the earliest deadline
         heartbeat_ms, timeout_ms = int(heartbeat * 1000), int(heartbeat_timeout * 1000)
         self._router = None if address is None else Router(address, heartbeat_ms, timeout_ms)
         self._mailbox = Mailbox(name, self._on_reply, self._on_peer_lost, self._teardown,
@@ -269,18 +267,20 @@ class ActorCore:
         """Send a request to the actor at `peer`; the future holds the reply payload.
 
         The payload is encoded on the calling thread, so an unpicklable argument raises
-        here, before anything is sent. A timeout fails the future with
-        RequestTimeoutError; a lost peer with PeerLostError.
+        here, before anything is sent. `timeout`: None waits without limit, else
+        seconds (0 or less: the request times out as soon as it is sent), as everywhere
+        in the runtime. A timeout fails the future with RequestTimeoutError; a lost
+        peer with PeerLostError.
         """
         if self._stopped:
             raise ActorStoppedError(f"actor {self.name} is stopped")
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         future = Future()
-        deadline = None if not timeout or timeout <= 0 else time.monotonic() + timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         # Registered here, not on the I/O thread, so that stop() fails it even if the
         # I/O thread never gets to send it.
-        self._pending[req_id] = _Pending(future, peer, kind, deadline, timeout)
+        self._pending[req_id] = _Pending(future, peer, kind, timeout)
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
@@ -328,9 +328,8 @@ class ActorCore:
 
     def _send_request(self, peer: str, req_id: int, frames: list,
                       deadline: Optional[float]) -> None:
-        if deadline is not None and not self._sweeping:
-            self._sweeping = True
-            self._mailbox.call_later(_SWEEP_INTERVAL, self._sweep)
+        if deadline is not None and self._deadlines.push(deadline, req_id, self._pending):
+            self._arm_expiry()
         if self._mailbox.peer_lost(peer):
             self._fail_request(req_id, PeerLostError(peer, "the connection is down"))
             return
@@ -344,19 +343,26 @@ class ActorCore:
         if pending is not None:
             pending.future.set_exception(exc)
 
-    def _sweep(self) -> None:
-        """Fail the requests whose deadline passed; come back while any has a deadline."""
-        now = time.monotonic()
-        expired = [rid for rid, p in self._pending.items() if p.deadline and p.deadline <= now]
-        for req_id in expired:
-            pending = self._pending.pop(req_id)
-            pending.future.set_exception(RequestTimeoutError(
-                f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
-                f"{pending.timeout:g}s"))
-        if any(p.deadline for p in self._pending.values()):
-            self._mailbox.call_later(_SWEEP_INTERVAL, self._sweep)
-        else:
-            self._sweeping = False
+    def _arm_expiry(self) -> None:
+        """Point the one expiry timer at the earliest deadline."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+        earliest = self._deadlines.earliest()
+        self._expiry = None if earliest is None else self._mailbox.call_later(
+            max(0.0, earliest - time.monotonic()), self._expire)
+
+    def _expire(self) -> None:
+        """Fail the requests whose deadline passed."""
+        self._expiry = None
+        try:
+            for req_id in self._deadlines.due(time.monotonic(), self._pending.__contains__):
+                pending = self._pending.pop(req_id, None)
+                if pending is not None:
+                    pending.future.set_exception(RequestTimeoutError(
+                        f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
+                        f"{pending.timeout:g}s"))
+        finally:
+            self._arm_expiry()
 
     def _on_reply(self, peer: str, frames: list) -> None:
         try:
