@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional
 
 from actors.runtime import Kind, Message, ProtocolError
+from actors.runtime.bounded import quote
 from actors.runtime.channel import Channel
 from actors.runtime.remote_errors import register_error_type
 
@@ -68,7 +69,7 @@ def serve_named_call(msg: Message) -> Any:
         raise ProtocolError(f"a named call's \"kwargs\" is a map, got {type(kwargs).__name__}")
     fn = _exposed.get(name)
     if fn is None:
-        raise UnknownFunctionError(f"no function is exposed as {name!r}; exposed: "
+        raise UnknownFunctionError(f"no function is exposed as {quote(name)}; exposed: "
                                    f"{exposed_names()}")
     return fn(*args, **kwargs)
 

@@ -30,6 +30,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Un
 import zmq
 
 from . import at_exit, envelope
+from .bounded import text_of
 from .envelope import Message
 from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError,
                      UnknownKindError)
@@ -40,7 +41,7 @@ from .leaders import LeaderPool
 from .log import get_logger
 from .deadlines import Deadlines
 from .mailbox import Mailbox, TimerHandle
-from .protocol import ERROR, JSON, ONEWAY, PUSH, RESPONSE, Kind, kind_name
+from .protocol import ERROR, JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, Kind, kind_name
 from .router import Router
 from .scheduler import WorkerPool
 from .security import secure
@@ -436,38 +437,47 @@ class ActorCore:
         return self._serve, (registration.fn, msg)
 
     def _accept(self, identity: bytes, frames: list) -> Optional[tuple]:
-        """Decode a request: ``(registration, message)``, or None once bad input is answered."""
+        """Decode a request: ``(registration, message)``, or None once bad input is answered.
+
+        Never raises for bad input: whatever fails while accepting goes to `_reject`.
+        """
         try:
             header = envelope.read_header(frames)
-        except ProtocolError as exc:
-            self._reject(identity, frames, exc)
-            return None
-        if header.flags & (RESPONSE | PUSH):
-            log.warning("stray_response_dropped", actor=self.name, kind=kind_name(header.kind),
-                        req_id=header.req_id)
-            return None
-        registration = self._handlers.get(header.kind)
-        try:
+            if header.flags & (RESPONSE | PUSH):
+                log.warning("stray_response_dropped", actor=self.name,
+                            kind=kind_name(header.kind), req_id=header.req_id)
+                return None
+            registration = self._handlers.get(header.kind)
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
             payload = envelope.read_payload(header, frames)
-        except ProtocolError as exc:
-            log.warning("bad_request", actor=self.name, kind=kind_name(header.kind),
-                        req_id=header.req_id, error=str(exc))
-            if not header.flags & ONEWAY:
-                self._send_to_sender(identity, envelope.encode_error(
-                    header.kind, header.req_id, exc, bool(header.flags & JSON)))
+            return registration, Message(header.kind, header.req_id, header.flags, payload,
+                                         sender=identity)
+        except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised
+            self._reject(identity, frames, exc)
             return None
-        return registration, Message(header.kind, header.req_id, header.flags, payload,
-                                     sender=identity)
 
-    def _reject(self, identity: bytes, frames: list, exc: ProtocolError) -> None:
-        """Answer a message whose header is unusable; req_id is echoed when it can be read."""
+    def _reject(self, identity: bytes, frames: list, exc: Exception) -> None:
+        """Answer a message that could not be accepted with an error reply describing `exc`.
+
+        The reply goes to the message's req_id in its codec; to req_id 0 with kind
+        PROTOCOL_ERROR in JSON when its header cannot be read, and in JSON when its
+        protocol version is not ours. One-way messages, responses and pushes are only
+        logged.
+        """
         header = envelope.peek_header(frames)
-        req_id, kind = (0, Kind.PROTOCOL_ERROR) if header is None else (header.req_id,
-                                                                         header.kind)
-        log.warning("malformed_message", actor=self.name, frames=len(frames), error=str(exc))
-        self._send_to_sender(identity, envelope.encode_error(kind, req_id, exc, json=True))
+        log.warning("bad_request", actor=self.name, frames=len(frames),
+                    kind=None if header is None else kind_name(header.kind),
+                    req_id=None if header is None else header.req_id,
+                    error=text_of(exc))
+        if header is None:
+            kind, req_id, json = Kind.PROTOCOL_ERROR, 0, True
+        elif header.flags & (ONEWAY | RESPONSE | PUSH):
+            return
+        else:
+            kind, req_id = header.kind, header.req_id
+            json = bool(header.flags & JSON) or header.version != PROTOCOL_VERSION
+        self._send_to_sender(identity, envelope.encode_error(kind, req_id, exc, json))
 
     def _serve(self, handler: Handler, msg: Message) -> None:
         try:

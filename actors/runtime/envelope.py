@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any, List, Optional, Sequence
 
 from . import json_codec, serialization
+from .bounded import text_of
 from .remote_errors import error_payload
 from .errors import ProtocolError
 from .protocol import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, pack_header,
@@ -84,12 +85,23 @@ def peek_header(frames: Sequence[Any]) -> Optional[Header]:
 
 
 def read_payload(header: Header, frames: Sequence[Any]) -> Any:
-    """Decode the body of a message whose header was read by `read_header`."""
-    body = _buffer(frames[1])
-    buffers = [_buffer(f) for f in frames[2:]]
-    if header.flags & JSON:
-        return json_codec.loads(body, buffers)
-    return serialization.loads(body, buffers)
+    """Decode the body of a message whose header was read by `read_header`.
+
+    Raises only ProtocolError (SafeModeError included): whatever else goes wrong
+    while decoding becomes one that names it, so that every reader can answer it.
+    """
+    codec = "JSON" if header.flags & JSON else "pickle"
+    try:
+        body = _buffer(frames[1])
+        buffers = [_buffer(f) for f in frames[2:]]
+        if header.flags & JSON:
+            return json_codec.loads(body, buffers)
+        return serialization.loads(body, buffers)
+    except ProtocolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - bad input must never surface as another type
+        raise ProtocolError(f"undecodable {codec} body: {type(exc).__name__}: "
+                            f"{text_of(exc)}") from exc
 
 
 def _bytes(frame: Any) -> bytes:

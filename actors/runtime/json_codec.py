@@ -10,17 +10,18 @@ frames, and the document holds a marker in its place:
 Arrays are sent from their own memory and rebuilt on top of the received frame,
 without a copy either way; a received array is read-only. Nothing in a JSON body
 can make the receiver run code: decoding builds only JSON values, bytes and arrays
-of non-object dtypes.
+of plain-data dtypes, within the limits of `json_limits` (nesting depth, dtype,
+shape), which are checked before anything is built.
 """
 from __future__ import annotations
 
-import functools
 import json
-import math
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
+from . import json_limits
+from .bounded import quote, text_of
 from .errors import ProtocolError
 
 BUF, ARRAY = "$buf", "$array"
@@ -60,13 +61,16 @@ def _lift(value: Any, buffers: List[Any]) -> Any:
 def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:
     """Decode a JSON body, putting buffer frames back in place of their markers.
 
-    ProtocolError: not UTF-8 JSON, a marker naming a missing frame, or an array
-    whose frame size disagrees with its dtype and shape.
+    ProtocolError: not UTF-8 JSON, nested deeper than `json_limits.MAX_DEPTH`, a
+    marker naming a missing frame, or an array marker that `json_limits` refuses
+    (its dtype, its shape, or a frame size that disagrees with them).
     """
+    raw = bytes(body)
+    json_limits.check_nesting(raw)
     try:
-        document = json.loads(bytes(body).decode("utf-8"))
+        document = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"undecodable JSON body: {exc}") from exc
+        raise ProtocolError(f"undecodable JSON body: {text_of(exc)}") from exc
     return _lower(document, buffers)
 
 
@@ -84,38 +88,15 @@ def _lower(value: Any, buffers: Sequence[Any]) -> Any:
 
 def _frame(index: Any, buffers: Sequence[Any]) -> Any:
     if type(index) is not int or not 0 <= index < len(buffers):
-        raise ProtocolError(f"JSON body refers to missing buffer frame {index!r}"
+        raise ProtocolError(f"JSON body refers to missing buffer frame {quote(index)}"
                             f" ({len(buffers)} buffer frame(s) sent)")
     return buffers[index]
 
 
 def _array(marker: dict, raw: Any) -> np.ndarray:
     """The array a ``$array`` marker describes, on top of its frame's memory."""
-    index, shape = marker[ARRAY], marker.get("shape")
-    dtype = _plain_dtype(marker.get("dtype"))
-    if dtype is None:
-        raise ProtocolError(f"array frame {index}: dtype {marker.get('dtype')!r} is not a "
-                            f"numpy dtype string of plain data (e.g. '<f4')")
-    if not isinstance(shape, list) or not all(type(n) is int and n >= 0 for n in shape):
-        raise ProtocolError(f"array frame {index}: shape must be a list of non-negative "
-                            f"integers, got {shape!r}")
+    index = marker[ARRAY]
+    dtype = json_limits.array_dtype(index, marker.get("dtype"))
     view = memoryview(raw).cast("B")
-    expected = dtype.itemsize * math.prod(shape)
-    if view.nbytes != expected:
-        raise ProtocolError(f"array frame {index} has {view.nbytes} bytes; dtype {dtype.str} "
-                            f"with shape {shape} needs {expected}")
+    shape = json_limits.array_shape(index, marker.get("shape"), dtype, view.nbytes)
     return np.frombuffer(view, dtype=dtype).reshape(shape)
-
-
-@functools.lru_cache(maxsize=64)
-def _parse_dtype(name: str) -> Optional[np.dtype]:
-    try:
-        dtype = np.dtype(name)
-    except TypeError:
-        return None
-    return None if dtype.hasobject else dtype
-
-
-def _plain_dtype(name: Any) -> Optional[np.dtype]:
-    """The dtype a marker names, if it is a string naming plain data (no objects)."""
-    return _parse_dtype(name) if isinstance(name, str) and len(name) < 64 else None

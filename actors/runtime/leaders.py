@@ -177,7 +177,9 @@ class LeaderPool(WorkerPool):
         try:
             request = self._router.take() or self._wait_for_request()
             return None if request is None else self._accept(*request)
-        except Exception:  # noqa: BLE001 - one bad message must not stop the reading
+        except Exception:  # noqa: BLE001 - the socket failing must not stop the reading
+            # `accept` answers bad input itself (`ActorCore._accept`): what lands here
+            # is a failure to read or to answer, with nobody left to tell.
             log.exception("request_receiving_failed")
             return None
 

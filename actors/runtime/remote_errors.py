@@ -6,6 +6,10 @@ constructor arguments (`args`); the caller rebuilds the original type only if it
 is on an allow-list (builtin exceptions and the types registered with
 `register_error_type`), so that nothing from the wire picks which class to build.
 Anything else becomes a RemoteError that names the type.
+
+An error reply is bounded in size whatever the exception holds: its message and
+traceback are shortened, and its arguments or pickled object left out when too
+large (the limits below), so that bad input is never echoed back whole.
 """
 from __future__ import annotations
 
@@ -17,9 +21,17 @@ from typing import Any, Dict
 
 import cloudpickle
 
+from .bounded import MESSAGE_LIMIT, shorten, text_of
 from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RemoteError,
                      RequestTimeoutError, SafeModeError, UnknownKindError)
 from .serialization import PICKLE_PROTOCOL, pickle_allowed
+
+# What an error reply holds at most besides its message (`bounded.MESSAGE_LIMIT`):
+# it never echoes unbounded input (characters, but bytes for the pickled exception
+# object, left out when larger).
+TRACEBACK_LIMIT = 8000
+ARGS_LIMIT = 8000
+EXCEPTION_LIMIT = 32 * 1024
 
 
 def _qualified(cls: type) -> str:
@@ -46,7 +58,7 @@ for _cls in (ProtocolError, UnknownKindError, SafeModeError, PeerLostError,
 
 
 def error_payload(exc: BaseException, *, include_object: bool) -> dict:
-    """Describe an exception for an error reply.
+    """Describe an exception for an error reply, bounded in size (the limits above).
 
     Pickled peers also get the exception object, pickled on its own (`exception`),
     so that a caller which cannot rebuild its type still reads type, message and
@@ -54,14 +66,16 @@ def error_payload(exc: BaseException, *, include_object: bool) -> dict:
     """
     payload: Dict[str, Any] = {
         "type": _qualified(type(exc)),
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        "message": text_of(exc),
+        "traceback": _traceback_text(exc),
     }
     if include_object:
         try:
-            payload["exception"] = cloudpickle.dumps(exc, protocol=PICKLE_PROTOCOL)
+            pickled = cloudpickle.dumps(exc, protocol=PICKLE_PROTOCOL)
         except Exception:  # noqa: BLE001 - type name and message remain
-            pass
+            pickled = b""
+        if 0 < len(pickled) <= EXCEPTION_LIMIT:
+            payload["exception"] = pickled
     else:
         args = _constructor_args(exc)
         if args is not None:
@@ -69,11 +83,24 @@ def error_payload(exc: BaseException, *, include_object: bool) -> dict:
     return payload
 
 
+def _traceback_text(exc: BaseException) -> str:
+    """The formatted traceback, each part and the whole shortened; the end is kept,
+    where the innermost frames and the exception are."""
+    parts = traceback.TracebackException(type(exc), exc, exc.__traceback__).format()
+    text = "".join(part if len(part) <= MESSAGE_LIMIT else shorten(part, MESSAGE_LIMIT) + "\n"
+                   for part in parts)
+    return shorten(text, TRACEBACK_LIMIT, keep_end=True)
+
+
 def _constructor_args(exc: BaseException) -> Any:
     try:
         reduced = exc.__reduce__()
-        args = list(reduced[1]) if reduced[0] is type(exc) else None
-        json.dumps(args)
+        if reduced[0] is not type(exc):
+            return None
+        args = [shorten(arg, MESSAGE_LIMIT) if isinstance(arg, str) else arg
+                for arg in reduced[1]]
+        if len(json.dumps(args)) > ARGS_LIMIT:
+            return None
     except Exception:  # noqa: BLE001 - no arguments: the caller gets a RemoteError
         return None
     return args

@@ -17,6 +17,7 @@ from typing import Any, List, Sequence, Tuple
 import cloudpickle
 import numpy as np
 
+from .bounded import text_of
 from .errors import ProtocolError, SafeModeError
 from .script_refs import MAIN_MODULES, lookup_qualname, reduce_script_definition
 
@@ -146,4 +147,5 @@ def loads(body: Any, buffers: Sequence[Any] = ()) -> Any:
     try:
         return pickle.loads(body, buffers=buffers)
     except Exception as exc:
-        raise ProtocolError(f"undecodable pickle body: {type(exc).__name__}: {exc}") from exc
+        raise ProtocolError(f"undecodable pickle body: {type(exc).__name__}: "
+                            f"{text_of(exc)}") from exc

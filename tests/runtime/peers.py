@@ -48,3 +48,16 @@ def call_then_hang(address: str, ready) -> None:
     ready.put("answered")
     while True:
         time.sleep(3600)
+
+
+def serve_process_group(port: int, ready) -> None:
+    """Form a process group of one rank; report its transport's address, then hang until
+    killed."""
+    import actors.distributed as dist
+    from actors.distributed import world
+
+    dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1,
+                            timeout=60)
+    ready.put(world.group_or_default(None).transport.address)
+    while True:
+        time.sleep(3600)

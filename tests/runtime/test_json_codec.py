@@ -106,3 +106,88 @@ def test_frames_are_released_when_dropped_without_waiting_for_the_garbage_collec
         assert sent() is None and gone() is None
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("dtype, shape, frame, message", [
+    ("i4,,f8", [1], b"\x00" * 12, "dtype 'i4,,f8' is not a numpy dtype string"),
+    ("(3,)V0", [1], b"", "dtype '\\(3,\\)V0' is not a numpy dtype string"),
+    ("(2,)f4", [1], b"\x00" * 8, "only a byte order, a type name"),
+    ("V0", [], b"", "its item size is zero"),
+    ("S", [0], b"", "its item size is zero"),
+    ("object", [1], b"\x00" * 8, "it holds Python objects"),
+    ([["a", "<f4"]], [1], b"\x00" * 4, "not a string"),
+    ("<f4", [1] * 33, b"\x00" * 4, "33 dimensions, at most 32"),
+    ("<f4", [2 ** 40] * 3, b"", "larger than numpy can address"),
+    ("<f4", [0, 2 ** 70], b"", "larger than numpy can address"),
+    ("<f4", [0, 2 ** 62, 4], b"", "larger than numpy can address"),
+    ("<f4", [True, 1], b"\x00" * 4, "non-negative integers"),
+], ids=["comma-dtype", "zero-size-subarray", "subarray", "zero-size-void", "zero-size-bytes",
+        "object-name", "structured-list", "33-dims", "product-overflows", "empty-but-huge",
+        "empty-but-too-big", "bool-dim"])
+def test_an_array_marker_numpy_would_choke_on_is_refused_before_numpy_sees_it(dtype, shape,
+                                                                             frame, message):
+    body = json.dumps({"$array": 0, "dtype": dtype, "shape": shape}).encode()
+    with pytest.raises(ProtocolError, match=message):
+        json_codec.loads(body, [frame])
+
+
+def test_plain_dtypes_by_name_and_with_a_unit_still_decode():
+    for name, array in [("float32", np.ones(2, np.float32)), ("?", np.ones(2, bool)),
+                        ("<M8[ns]", np.zeros(2, "<M8[ns]")), ("|V4", np.zeros(2, "V4"))]:
+        body = json.dumps({"$array": 0, "dtype": name, "shape": [2]}).encode()
+        np.testing.assert_array_equal(json_codec.loads(body, [array.tobytes()]), array)
+
+
+def _nested(depth, opener=b"[", closer=b"]"):
+    return opener * depth + closer * depth
+
+
+def test_a_document_nested_to_the_limit_decodes_and_one_level_more_is_refused():
+    assert json_codec.loads(_nested(100)) == json.loads(_nested(100))
+    with pytest.raises(ProtocolError, match="more than 100 levels deep"):
+        json_codec.loads(_nested(101))
+    with pytest.raises(ProtocolError, match="more than 100 levels deep"):
+        json_codec.loads(b'{"a":' * 101 + b"1" + b"}" * 101)
+
+
+def test_nesting_far_beyond_the_recursion_limit_is_refused_without_recursing():
+    with pytest.raises(ProtocolError, match="more than 100 levels deep"):
+        json_codec.loads(_nested(1_000_000))
+    with pytest.raises(ProtocolError, match="more than 100 levels deep"):
+        json_codec.loads(b"[" * 3_000_000)  # cut short: refused before the parser fails
+
+
+@pytest.mark.parametrize("body", [
+    b'["' + b"[" * 1000 + b'"]',
+    b'["\\"' + b"{" * 1000 + b'"]',
+    b'["\\\\\\"[[[", ' + _nested(99) + b"]",
+], ids=["brackets-in-a-string", "after-an-escaped-quote", "after-escaped-backslashes"])
+def test_brackets_inside_strings_do_not_count_towards_the_nesting(body):
+    assert json_codec.loads(body) == json.loads(body)
+
+
+def test_the_nesting_scan_carries_strings_and_depth_from_one_chunk_to_the_next():
+    def body(inner):  # 60 levels, a string longer than a scan chunk (1 MiB), `inner` deeper
+        return b"[" * 60 + b'"' + b"{" * (2 << 20) + b'",' + _nested(inner) + b"]" * 60
+
+    assert json_codec.loads(body(40)) == json.loads(body(40))
+    with pytest.raises(ProtocolError, match="more than 100 levels deep"):
+        json_codec.loads(body(41))
+
+
+def test_an_escaped_backslash_ends_no_string_early_nor_late():
+    body = b'["\\\\", ' + _nested(100) + b"]"  # the string is one backslash: 101 levels
+    with pytest.raises(ProtocolError, match="more than 100 levels deep"):
+        json_codec.loads(body)
+
+
+def test_an_error_quotes_at_most_a_bounded_part_of_huge_input():
+    huge = "x" * 1_000_000
+    for marker, frames in [({"$array": 0, "dtype": huge, "shape": [1]}, [b"\x00"]),
+                           ({"$array": 0, "dtype": "<f4", "shape": [-1] * 32}, [b""]),
+                           ({"$array": huge, "dtype": "<f4", "shape": [1]}, [b""]),
+                           ({"$buf": huge}, [])]:
+        with pytest.raises(ProtocolError) as raised:
+            json_codec.loads(json.dumps(marker).encode(), frames)
+        assert len(str(raised.value)) < 1000
+    assert "(1000000 characters)" in str(raised.value)

@@ -1,4 +1,6 @@
 """The wire format: header layout, payload codecs and zero-copy buffers."""
+import json
+import pickle
 import struct
 
 import numpy as np
@@ -92,6 +94,52 @@ def test_an_undecodable_body_is_a_protocol_error():
         serialization.loads(b"\x80\x05garbage")
     with pytest.raises(ProtocolError, match="undecodable JSON"):
         json_codec.loads(b"{not json")
+
+
+@pytest.mark.parametrize("flags", [0, Flag.JSON], ids=["pickle", "json"])
+def test_read_payload_turns_whatever_fails_while_decoding_into_a_protocol_error(flags):
+    header = unpack_header(pack_header(Kind.PING, 1, flags, 0))
+    with pytest.raises(ProtocolError, match="undecodable .* body: TypeError"):
+        envelope.read_payload(header, [b"", object()])
+
+
+def _raised(exc, cause=None):
+    try:
+        raise exc from cause
+    except Exception as caught:  # noqa: BLE001 - returned with its traceback
+        return caught
+
+
+def test_an_error_payload_is_bounded_whatever_the_exception_holds():
+    exc = _raised(ValueError("x" * 10_000_000))
+    described = remote_errors.error_payload(exc, include_object=False)
+    assert len(json.dumps(described)) < 64 * 1024
+    assert described["message"].endswith("(10000000 characters)")
+    rebuilt = remote_errors.exception_from_payload(described)
+    assert type(rebuilt) is ValueError and str(rebuilt).endswith("(10000000 characters)")
+    pickled = remote_errors.error_payload(exc, include_object=True)
+    assert "exception" not in pickled and len(pickle.dumps(pickled)) < 64 * 1024
+    rebuilt = remote_errors.exception_from_payload(pickled)
+    assert isinstance(rebuilt, RemoteError) and rebuilt.remote_type == "builtins.ValueError"
+
+
+def test_an_error_payload_keeps_the_end_of_a_long_traceback():
+    exc = None
+    for level in range(300):  # a chain of causes, each formatted in full
+        exc = _raised(LookupError(f"level {level}"), cause=exc)
+    traceback = remote_errors.error_payload(exc, include_object=False)["traceback"]
+    assert len(traceback) < remote_errors.TRACEBACK_LIMIT + 100
+    assert traceback.endswith("LookupError: level 299\n") and "level 0\n" not in traceback
+
+
+class _Unprintable(Exception):
+    def __str__(self):
+        raise RuntimeError("no text")
+
+
+def test_an_error_payload_describes_an_exception_whose_message_cannot_be_made():
+    described = remote_errors.error_payload(_raised(_Unprintable()), include_object=False)
+    assert described["type"].endswith("_Unprintable") and "cannot be shown" in described["message"]
 
 
 def test_an_error_payload_rebuilds_the_original_exception_with_the_remote_traceback():
