@@ -62,8 +62,10 @@ class Transport:
         self._actor = Actor(f"tcp://{host}:0", name=f"pg-rank{rank}", num_worker_threads=1,
                             heartbeat=HEARTBEAT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
                             routing_id=self.identity)
-        # A peer sends nothing before its PING is answered (see `Senders`).
-        self._actor.register(Kind.PING, lambda msg: senders.ready, inline=True)
+        # A peer sends nothing before its PING is answered (see `Senders`); the answer
+        # echoes the payload, as every actor's PING does.
+        self._actor.register(Kind.PING, lambda msg: senders.ready.then(lambda _: msg.payload),
+                             inline=True)
         self._actor.register(Kind.PG_DATA, lambda msg: _deliver(inbox, senders, msg),
                              inline=True)
         self._actor.register(Kind.PG_SHARE, lambda msg: _attach(shared, senders, msg),

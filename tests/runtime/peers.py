@@ -13,6 +13,7 @@ ECHO = 0xF001
 FAIL = 0xF002
 HANG = 0xF003
 SUM = 0xF004
+SLOW = 0xF005  # answers after the number of seconds it is sent
 
 
 class Unpicklable:
@@ -30,6 +31,7 @@ def make_actor(address: str = "tcp://127.0.0.1:0", workers_receive: bool = False
     actor.register(FAIL, _fail)
     actor.register(HANG, lambda msg: threading.Event().wait(60))
     actor.register(SUM, lambda msg: float(np.sum(msg.payload)))
+    actor.register(SLOW, lambda msg: time.sleep(msg.payload) or msg.payload)
     return actor
 
 
