@@ -24,7 +24,7 @@ _EXPORTS = {
         "get_worker_info", "async_execution", "RpcHook", "RpcEnvelope", "register_hook",
         "unregister_hook", "RpcError", "RpcInitError", "RpcNotInitializedError", "RRefError",
         "WorkerLostError", "register_service", "call_service", "call_service_async",
-        "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT", "BackendType",
+        "notify_service", "run_on_pool", "run_on_pool_later", "UNSET_RPC_TIMEOUT", "BackendType",
         "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available", "expose",
         "exposed_names", "ExposedClient", "UnknownFunctionError")},
 }

@@ -29,6 +29,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 
 from actors.runtime.log import get_logger
+from actors.runtime.threads import start_thread
 from store.base import DEFAULT_TIMEOUT, Timeout, WatchCallback, check_key
 from store.errors import StoreError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX, KeySpace, KeySpaceStore
@@ -343,10 +344,10 @@ class FileStore(KeySpaceStore):
             self._watched.setdefault(key, current)
             self._watchers.add(key, callback)
             if self._watch_thread is None:
-                self._watch_thread = threading.Thread(
-                    target=self._watch_loop, name="actorgrad-filestore-poll", daemon=True
-                )
-                self._watch_thread.start()
+                self._watch_thread = start_thread(
+                    self._watch_loop, name="actorgrad-filestore-poll",
+                    owner="store.file_store.FileStore",
+                    purpose="stats the file for watched keys' changes")
 
     def _watch_loop(self) -> None:
         seen: Optional[tuple] = _STALE

@@ -12,6 +12,7 @@ import threading
 from typing import Callable, Dict, Optional, Tuple
 
 from actors.runtime.log import get_logger
+from actors.runtime.threads import start_thread
 from store.base import WatchCallback
 
 log = get_logger(__name__)
@@ -46,9 +47,9 @@ class WatchDispatcher:
                 # The thread holds the queue only: events carry their callbacks, so a
                 # callback that refers to the store (or this dispatcher) never keeps
                 # it alive, and a dropped store's finalizer can stop the thread.
-                self._thread = threading.Thread(target=_deliver, args=(self._events,),
-                                                name=self._name, daemon=True)
-                self._thread.start()
+                self._thread = start_thread(_deliver, args=(self._events,), name=self._name,
+                                            owner="store.watch.WatchDispatcher",
+                                            purpose="calls a store's watch callbacks in order")
 
     def watched(self, key: str) -> bool:
         return key in self._callbacks

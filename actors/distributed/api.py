@@ -6,12 +6,13 @@ and `dst` are global ranks. With ``async_op=True`` a call returns a `Work`.
 """
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, List, Optional, Sequence
 
 import cloudpickle
 import numpy as np
+
+from actors.runtime.threads import start_thread
 
 from . import collectives
 from .algorithms import ReduceOp, check_op
@@ -306,7 +307,8 @@ def irecv(tensor: Any, src: Optional[int] = None, group: Group = None, tag: int 
         except BaseException as exc:  # noqa: BLE001 - the Work raises it
             future.set_exception(exc)
 
-    threading.Thread(target=receive, name="pg-irecv", daemon=True).start()
+    start_thread(receive, name="pg-irecv", owner="actors.distributed.api.irecv",
+                 purpose="waits for one irecv's message")
     return Work(future)
 
 

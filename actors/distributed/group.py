@@ -20,6 +20,7 @@ from typing import Any, Callable, ContextManager, List, Optional, Sequence
 
 from actors.runtime import Future
 from actors.runtime.futures import FutureTimeoutError
+from actors.runtime.threads import start_thread
 
 from .errors import CollectiveMismatchError, DistError
 from .transport import Transport
@@ -157,9 +158,9 @@ class ProcessGroup:
 
     def _start_thread(self) -> None:
         if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name=f"pg-{self.id}-ops",
-                                            daemon=True)
-            self._thread.start()
+            self._thread = start_thread(self._work, name=f"pg-{self.id}-ops",
+                                        owner="actors.distributed.group.ProcessGroup",
+                                        purpose="runs the group's queued collectives in order")
 
     def _work(self) -> None:
         while True:

@@ -15,13 +15,13 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import IO, Deque, Dict, List, Optional
 
 from actors.launch.config import STD_ERR, STD_OUT, OutputPlan
 from actors.runtime.log import get_logger
+from actors.runtime.threads import start_thread
 
 log = get_logger(__name__)
 
@@ -82,14 +82,14 @@ class Worker:
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      preexec_fn=_die_with_parent)
+        streams = [("stdout", self.proc.stdout, sinks[0], False),
+                   ("stderr", self.proc.stderr, sinks[1], True)]
         self._readers = [
-            threading.Thread(target=self._forward, args=(self.proc.stdout, *sinks[0], False),
-                             name=f"rank{rank}-stdout", daemon=True),
-            threading.Thread(target=self._forward, args=(self.proc.stderr, *sinks[1], True),
-                             name=f"rank{rank}-stderr", daemon=True),
+            start_thread(self._forward, args=(source, *sink, keep_tail),
+                         name=f"rank{rank}-{stream}", owner="actors.launch.workers.Worker",
+                         purpose=f"copies the worker's {stream} with a rank prefix")
+            for stream, source, sink, keep_tail in streams
         ]
-        for reader in self._readers:
-            reader.start()
         self.exited_at: Optional[float] = None
 
     @property

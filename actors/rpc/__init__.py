@@ -9,7 +9,7 @@ from .hooks import RpcEnvelope, RpcHook, register_hook, unregister_hook
 from .options import BackendType, TensorPipeRpcBackendOptions
 from .rref import RRef, register_distributed_backward
 from .services import (call_service, call_service_async, notify_service, register_service,
-                       run_on_pool)
+                       run_on_pool, run_on_pool_later)
 from .timeouts import UNSET_RPC_TIMEOUT
 
 __all__ = [
@@ -17,7 +17,7 @@ __all__ = [
     "RpcNotInitializedError", "WorkerInfo", "WorkerLostError", "async_execution",
     "get_worker_info", "init_rpc", "register_hook", "remote", "rpc_async", "rpc_sync",
     "shutdown", "unregister_hook", "register_service", "call_service", "call_service_async",
-    "notify_service", "run_on_pool", "UNSET_RPC_TIMEOUT", "BackendType",
+    "notify_service", "run_on_pool", "run_on_pool_later", "UNSET_RPC_TIMEOUT", "BackendType",
     "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available",
     "register_distributed_backward", "ExposedClient", "UnknownFunctionError", "expose",
     "exposed_names",

@@ -11,9 +11,10 @@ Registration holds for every RPC world of the process, present and future.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Dict, Optional
 
-from actors.runtime import Future
+from actors.runtime import ActorStoppedError, Future, WorkerPool
 
 from . import state
 from .directory import Destination, WorkerInfo
@@ -68,3 +69,20 @@ def notify_service(to: Destination, kind: int, payload: Any) -> None:
 def run_on_pool(fn: Callable[..., Any], *args: Any) -> None:
     """Run `fn(*args)` on this worker's pool, the threads that serve requests."""
     state.current_agent().actor.pool.submit(fn, *args)
+
+
+def run_on_pool_later(delay: float, fn: Callable[..., Any], *args: Any) -> None:
+    """`run_on_pool` in `delay` seconds, timed by the worker's I/O loop; any thread.
+
+    Periodic work of a layer above RPC needs no thread of its own this way. A timer
+    still waiting when the world shuts down never runs. Raises RpcNotInitializedError
+    without a world, ActorStoppedError while it shuts down.
+    """
+    actor = state.current_agent().actor
+    actor.call_soon(actor.call_later, delay, _submit, actor.pool, fn, args)
+
+
+def _submit(pool: WorkerPool, fn: Callable[..., Any], args: tuple) -> None:
+    # A timer due while the world shuts down finds the pool stopped: the work goes with it.
+    with contextlib.suppress(ActorStoppedError):
+        pool.submit(fn, *args)

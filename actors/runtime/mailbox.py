@@ -27,6 +27,7 @@ from .log import get_logger
 from .router import Router
 from .sockets import (EVENTS, HANDSHAKE_FAILED, MONITOR_EVENTS, POLLIN, REFUSED, close_monitored,
                       open_dealer, recv_frames, send_frames)
+from .threads import new_thread
 from .wakeup import WakePipe
 
 log = get_logger(__name__)
@@ -88,7 +89,9 @@ class Mailbox:
         self._poller = zmq.Poller()
         self._started = False
         self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name=f"{name}-io", daemon=True)
+        self._thread = new_thread(self._loop, name=f"{name}-io",
+                                  owner="actors.runtime.mailbox.Mailbox",
+                                  purpose="owns the actor's sockets, runs its timers")
 
     # ---- set-up (before start) ----------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from .errors import ActorStoppedError
 from .log import get_logger
+from .threads import new_thread
 
 log = get_logger(__name__)
 
@@ -25,7 +26,10 @@ class WorkerPool:
             raise ValueError(f"num_worker_threads must be >= 1, got {num_threads}")
         self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         self._threads = [
-            threading.Thread(target=self._thread_main, name=f"{name}-worker-{i}", daemon=True)
+            new_thread(self._thread_main, name=f"{name}-worker-{i}",
+                       owner="actors.runtime.scheduler.WorkerPool",
+                       purpose="runs handlers and pool tasks (with workers_receive, reads "
+                               "requests too)")
             for i in range(num_threads)
         ]
         self._live = 0

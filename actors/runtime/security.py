@@ -29,6 +29,7 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from .context import process_context
 from .log import get_logger
+from .threads import register_foreign
 
 log = get_logger(__name__)
 
@@ -169,6 +170,8 @@ def _start_authenticator(security: Security) -> None:
         if _setting.authenticator is None:
             authenticator = ThreadAuthenticator(process_context())
             authenticator.start()
+            register_foreign(authenticator.thread, owner="actors.runtime.security",
+                             purpose="answers ZAP requests: may this CURVE client connect?")
             authenticator.configure_curve_callback(
                 ZAP_DOMAIN.decode(), credentials_provider=_AuthorizedKeys(security.authorized))
             _setting.authenticator = authenticator

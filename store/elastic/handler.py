@@ -12,6 +12,7 @@ import weakref
 from typing import Callable, Optional
 
 from actors.runtime.log import get_logger
+from actors.runtime.threads import start_thread
 from store.base import Store
 from store.elastic.backend import RendezvousBackend
 from store.elastic.errors import RendezvousError
@@ -176,11 +177,12 @@ class DynamicRendezvousHandler:
         self._heartbeat_stop.clear()
         # The thread holds the handler weakly, so that a dropped handler (and the
         # store it may own) goes, and its finalizer stops the thread.
-        self._heartbeat_thread = threading.Thread(
-            target=_keep_alive_loop, name=f"rdzv-keep-alive-{self._node.local_id}",
+        self._heartbeat_thread = start_thread(
+            _keep_alive_loop, name=f"rdzv-keep-alive-{self._node.local_id}",
+            owner="store.elastic.handler.DynamicRendezvousHandler",
+            purpose="sends the node's rendezvous keep-alives",
             args=(weakref.ref(self), self._heartbeat_stop, self._peer_lost,
-                  self._settings.keep_alive_interval), daemon=True)
-        self._heartbeat_thread.start()
+                  self._settings.keep_alive_interval))
 
     def _stop_heartbeats(self) -> None:
         thread = self._heartbeat_thread

@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from actors.runtime.log import get_logger
+from actors.runtime.threads import start_thread
 from store.errors import StoreConnectionError
 
 log = get_logger(__name__)
@@ -238,9 +239,9 @@ class WatchStream:
         self._stopped = threading.Event()
         self._lock = threading.Lock()
         self._response: Any = None
-        self._thread = threading.Thread(target=self._run, name="actorgrad-etcd-watch",
-                                        daemon=True)
-        self._thread.start()
+        self._thread = start_thread(self._run, name="actorgrad-etcd-watch",
+                                    owner="store.etcd.gateway.WatchStream",
+                                    purpose="reads one etcd watch stream, resumes it if cut")
 
     def stop(self) -> None:
         """End the stream now; never blocks on the network."""

@@ -24,6 +24,7 @@ import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from actors.runtime.log import get_logger
+from actors.runtime.threads import start_thread
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
 from store.errors import QueueEmptyError, StoreError, StoreTimeoutError
@@ -411,10 +412,11 @@ class _Session:
         with self.lock:
             if self._lease is None:
                 self._lease = self.etcd.grant(ttl)
-                self._keeper = threading.Thread(target=_keep_alive,
-                                                args=(self.etcd, self._lease, ttl, self.closed),
-                                                name="actorgrad-etcd-lease", daemon=True)
-                self._keeper.start()
+                self._keeper = start_thread(_keep_alive,
+                                            args=(self.etcd, self._lease, ttl, self.closed),
+                                            name="actorgrad-etcd-lease",
+                                            owner="store.etcd.store._Session",
+                                            purpose="keeps the ephemeral keys' lease alive")
             return self._lease
 
     def close_soon(self) -> None:

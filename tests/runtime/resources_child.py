@@ -1,6 +1,7 @@
 """The child side of test_resources.py: one scenario in a fresh process, counted.
 
     python -m tests.runtime.resources_child SCENARIO COUNT
+    python -m tests.runtime.resources_child census      (RANK, WORLD_SIZE, MASTER_* set)
 
 A scenario makes its objects, uses them once and either closes them (`close=True`)
 or drops them (garbage, never closed). `measure` warms the process up with one
@@ -9,6 +10,11 @@ stay), counts the OS threads and open fds, runs COUNT dropped rounds, collects
 garbage and then waits, with a deadline, until the counts are back at the baseline
 and every server port of the dropped rounds can be bound again. It prints one
 line, ``RESULT {json}``, that the test reads.
+
+`census` is one rank of a world: an RPC world, a process group and a TCPStore pair
+with a watch, all busy at once. It reports the live threads the thread registry
+does not list, then ends everything and reports the registry once it is back at
+the state it had before.
 """
 from __future__ import annotations
 
@@ -18,6 +24,7 @@ import operator
 import os
 import socket
 import sys
+import threading
 import time
 import uuid
 from typing import Callable, Dict, Iterable, List, Optional
@@ -27,6 +34,7 @@ import numpy as np
 
 from actors.runtime import Actor, Kind, UnknownKindError
 from actors.runtime.channel import Channel
+from actors.runtime.threads import running_threads
 from store import TCPStore
 from tests.net import free_port
 from tests.waiting import wait_until
@@ -269,9 +277,93 @@ def read_result(text: str) -> Optional[dict]:
     return None
 
 
+def double(tensor):
+    """A remote function for the census's distributed backward."""
+    return tensor * 2
+
+
+def unregistered_threads() -> List[str]:
+    """Live Python threads other than the main one that the registry does not list,
+    pyzmq's garbage collector apart (a library thread, see actors/runtime/__init__.py)."""
+    from zmq.utils.garbage import GarbageCollectorThread
+
+    listed = {record.ident for record in running_threads()}
+    return sorted(thread.name for thread in threading.enumerate()
+                  if thread is not threading.main_thread() and thread.ident not in listed
+                  and not isinstance(thread, GarbageCollectorThread))
+
+
+def unregistered_after_wait() -> List[str]:
+    """The threads still unlisted once RELEASE_TIMEOUT has passed (or none): `threading`
+    enumerates a starting thread a moment before it counts as alive."""
+    missing = unregistered_threads()
+
+    def all_listed() -> bool:
+        missing[:] = unregistered_threads()
+        return not missing
+
+    wait_until(all_listed, RELEASE_TIMEOUT)
+    return missing
+
+
+def registered() -> List[str]:
+    return sorted(f"{r.name} ({r.owner}: {r.purpose})" for r in running_threads())
+
+
+def census() -> dict:
+    """Every kind of thread busy at once, the registry compared with what runs, then all
+    ended (see the module doc)."""
+    import actors.distributed as dist
+    import engine
+    from engine import dist_autograd
+
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    other = (rank + 1) % world_size
+    before = registered()
+    # Longer than a census that waits out RELEASE_TIMEOUT while the irecv waits.
+    world_timeout = 3 * RELEASE_TIMEOUT
+    dist.init_process_group(timeout=world_timeout)
+    actors.init_rpc(f"w{rank}", timeout=world_timeout)
+    master = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                      timeout=CALL_TIMEOUT)
+    client = TCPStore("127.0.0.1", master.port, timeout=CALL_TIMEOUT)
+    seen = []
+    client.watch_key("key", lambda old, new: seen.append(new))
+    client.set("key", "value")
+    assert wait_until(lambda: seen == [b"value"], CALL_TIMEOUT)
+
+    array = np.ones(3)
+    dist.all_reduce(array, async_op=True).wait()
+    with dist_autograd.context() as context_id:
+        loss = actors.rpc_sync(f"w{other}", double,
+                               args=(engine.ones(3, requires_grad=True),)).sum()
+        dist_autograd.backward(context_id, [loss])
+    # Rank 1 counts while its irecv waits: rank 0 sends once told that it has counted.
+    received = dist.irecv(np.zeros(3), src=0) if rank == 1 else None
+    missing = unregistered_after_wait()
+    during = registered()
+    counted = np.zeros(1)
+    if rank == 0:
+        dist.recv(counted, src=1, tag=1)
+        dist.send(np.arange(3.0), dst=1)
+    else:
+        dist.send(counted, dst=0, tag=1)
+        received.wait()
+
+    client.close()
+    master.close()
+    dist.destroy_process_group()
+    actors.shutdown(timeout=world_timeout)
+    released = wait_until(lambda: registered() == before, RELEASE_TIMEOUT)
+    return {"rank": rank, "unregistered": missing, "registered": during,
+            "before": before, "after": registered(), "released": released}
+
+
 def main(argv: List[str]) -> int:
-    scenario, count = argv[0], int(argv[1])
-    result = measure(scenario, count)
+    if argv[0] == "census":
+        result = census()
+    else:
+        result = measure(argv[0], int(argv[1]))
     print(RESULT_PREFIX + json.dumps(result), flush=True)
     return 0
 

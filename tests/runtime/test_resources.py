@@ -7,6 +7,7 @@ garbage and waits (bounded) for the counts to come back; the test asserts on the
 numbers it reports. The last test checks that live objects never hold up the
 interpreter's exit.
 """
+import contextlib
 import os
 import subprocess
 import sys
@@ -32,15 +33,20 @@ def run_scenario(scenario: str, tmp_path, **env: str) -> dict:
     log_path = tmp_path / f"{scenario}.log"
     args = ["-m", "tests.runtime.resources_child", scenario, str(COUNT)]
     with running(args, log_path, env={**QUIET, **env}) as process:
-        wait_until(lambda: (resources_child.read_result(log_path.read_text()) is not None
-                            or process.poll() is not None), CHILD_TIMEOUT, interval=0.1)
-        output = log_path.read_text()
-        result = resources_child.read_result(output)
-        code = process.poll()
-        assert result is not None, (
-            f"the {scenario} child " + (f"exited with code {code}" if code is not None else
-                                        f"ran for {CHILD_TIMEOUT:g}s")
-            + f" without reporting; its output ends:\n{output[-3000:]}")
+        return child_result(process, log_path, scenario)
+
+
+def child_result(process: subprocess.Popen, log_path, what: str) -> dict:
+    """What a child reports in its log, waited for until CHILD_TIMEOUT or its exit."""
+    wait_until(lambda: (resources_child.read_result(log_path.read_text()) is not None
+                        or process.poll() is not None), CHILD_TIMEOUT, interval=0.1)
+    output = log_path.read_text()
+    result = resources_child.read_result(output)
+    code = process.poll()
+    assert result is not None, (
+        f"the {what} child " + (f"exited with code {code}" if code is not None else
+                                f"ran for {CHILD_TIMEOUT:g}s")
+        + f" without reporting; its output ends:\n{output[-3000:]}")
     return result
 
 
@@ -117,6 +123,33 @@ def test_dropping_200_etcd_rendezvous_handlers_leaves_no_threads_or_fds(tmp_path
     keep-alive thread and its store's streams and lease."""
     assert_released(run_scenario("etcd_rendezvous_handler", tmp_path,
                                  **{resources_child.ETCD_VARIABLE: etcd_endpoint}))
+
+
+def test_every_thread_of_an_rpc_world_a_process_group_and_a_watched_store_is_registered(
+        tmp_path):
+    """Two ranks, each with an RPC world, a process group (a queued collective, an irecv
+    waiting), a distributed backward and a TCPStore pair with a watch: every live
+    thread of the process is in the thread registry, and after shutdown, destroy and
+    close the registry is back to what it held before."""
+    port = free_port()
+    with contextlib.ExitStack() as stack:
+        ranks = []
+        for rank in range(2):
+            log_path = tmp_path / f"census-{rank}.log"
+            env = {**QUIET, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                   "RANK": str(rank), "WORLD_SIZE": "2"}
+            process = stack.enter_context(
+                running(["-m", "tests.runtime.resources_child", "census"], log_path, env))
+            ranks.append((process, log_path))
+        results = [child_result(process, log_path, f"census rank {rank}")
+                   for rank, (process, log_path) in enumerate(ranks)]
+    for result in results:
+        assert result["unregistered"] == [], result
+        assert any("-io (actors.runtime.mailbox.Mailbox" in name
+                   for name in result["registered"]), result
+        assert any(name.startswith("pg-irecv ") for name in result["registered"]) == (
+            result["rank"] == 1), result
+        assert result["released"] and result["after"] == result["before"], result
 
 
 IMPORTS = """\
