@@ -55,6 +55,11 @@ class Inbox:
         with self._cond:
             return dict(self._lost)
 
+    def has_left(self, rank: int) -> bool:
+        """Whether `rank` said it left."""
+        with self._cond:
+            return rank in self._left
+
     def close(self, reason: str) -> None:
         with self._cond:
             self._closed = reason

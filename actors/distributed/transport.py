@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Set
 import numpy as np
 
 from actors.network import host_of
-from actors.runtime import Actor, Kind, Message, wait_all
+from actors.runtime import Actor, Kind, Message, PeerLostError
 from actors.runtime.log import get_logger
 from actors.runtime.serialization import INBAND_LIMIT
 
@@ -94,8 +94,16 @@ class Transport:
                         if r != self.rank and host_of(address) == host} \
             if os.environ.get(SHARED_MEMORY_VARIABLE, "1") != "0" else set()
         self._shared.set_peers(len(addresses), self._hosted)
-        wait_all([self._actor.request(address, Kind.PING, None, timeout)
-                  for r, address in enumerate(addresses) if r != self.rank], timeout)
+        deadline = time.monotonic() + timeout
+        pings = {r: self._actor.request(address, Kind.PING, None, timeout)
+                 for r, address in enumerate(addresses) if r != self.rank}
+        for r, ping in pings.items():
+            try:
+                ping.wait(max(0.0, deadline - time.monotonic()))
+            except PeerLostError:
+                # A rank with nothing to do with this one may be done and gone already.
+                if not self.inbox.has_left(r):
+                    raise
 
     def send(self, rank: int, key: tuple, call: tuple, data: Any, keep: bool = False) -> None:
         """Send `data` to global `rank`, which finds it under `key` + (this rank,); the
