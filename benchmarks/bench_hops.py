@@ -1,0 +1,154 @@
+"""The cost of one hop on this host, and of each hot path counted in hops.
+
+A hop is a hand-off of a message from one thread to another (actors/runtime's
+package docstring lists the hops of each path). Measured side by side in one run:
+- ``raw_pyzmq_rt_us``: a DEALER in this process, a ROUTER echo loop in another: 6 hops;
+- ``thread_handoff_rt_us``: two Python threads of one process waking each other
+  through a pipe and a poll, as the mailbox's I/O thread is woken: 2 hops;
+- ``rpc_sync_us`` (6 hops), ``rpc_async_one_us`` (one call, waited for: 8 hops),
+  as users run them (`env://`, ``engine.dist_autograd`` imported, the function in
+  ``__main__``);
+- ``all_reduce_4kib_2_ranks_us``: one exchange, 5 hops each way, rank 0's clock.
+``us_per_hop`` divides each path by its hops. Prints one JSON line.
+Usage: ``python benchmarks/bench_hops.py [--calls N]``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import statistics
+import sys
+import threading
+import time
+from typing import Any, Dict
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks._procs import free_port, server_process  # noqa: E402
+from benchmarks.bench_rpc import _as_users_worker, _raw_server, echo_main  # noqa: E402
+
+HOPS = {"raw_pyzmq_rt_us": 6, "thread_handoff_rt_us": 2, "rpc_sync_us": 6,
+        "rpc_async_one_us": 8, "all_reduce_4kib_2_ranks_us": 5}
+
+
+def _median_us(fn: Any, calls: int) -> float:
+    for _ in range(min(200, calls)):
+        fn()
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return round(statistics.median(times) * 1e6, 1)
+
+
+def raw_rt(calls: int) -> float:
+    import zmq
+
+    with server_process(_raw_server) as port:
+        ctx = zmq.Context()
+        dealer = ctx.socket(zmq.DEALER)
+        dealer.connect(f"tcp://127.0.0.1:{port}")
+        try:
+            return _median_us(lambda: (dealer.send(b"x" * 32), dealer.recv()), calls)
+        finally:
+            dealer.close(0)
+            ctx.term()
+
+
+def thread_handoff(calls: int) -> float:
+    """Round trip between two threads that sleep in poll on a pipe each."""
+    a_read, a_write = os.pipe()
+    b_read, b_write = os.pipe()
+    stop = threading.Event()
+
+    def echo() -> None:
+        poller = select.poll()
+        poller.register(b_read, select.POLLIN)
+        while not stop.is_set():
+            if poller.poll(1000):
+                os.read(b_read, 1)
+                os.write(a_write, b"x")
+
+    thread = threading.Thread(target=echo, daemon=True)
+    thread.start()
+    poller = select.poll()
+    poller.register(a_read, select.POLLIN)
+
+    def once() -> None:
+        os.write(b_write, b"x")
+        poller.poll(1000)
+        os.read(a_read, 1)
+
+    try:
+        return _median_us(once, calls)
+    finally:
+        stop.set()
+        thread.join(2)
+        for fd in (a_read, a_write, b_read, b_write):
+            os.close(fd)
+
+
+def rpc(calls: int) -> Dict[str, float]:
+    import actors
+    import engine.dist_autograd  # noqa: F401
+
+    port = free_port()
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    with server_process(_as_users_worker, port, "ours"):
+        actors.init_rpc("worker0", 0, 2, num_worker_threads=16)
+        try:
+            return {"rpc_sync_us": _median_us(
+                        lambda: actors.rpc_sync("worker1", echo_main, args=(1,)), calls),
+                    "rpc_async_one_us": _median_us(
+                        lambda: actors.rpc_async("worker1", echo_main, args=(1,)).wait(), calls)}
+        finally:
+            actors.shutdown()
+
+
+def _rank1(ready: Any, port: int, calls: int) -> None:
+    import numpy as np
+
+    import actors.distributed as dist
+
+    ready.put("up")
+    dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=1, world_size=2)
+    array = np.ones(1024, np.float32)
+    for _ in range(min(200, calls) + calls):
+        dist.all_reduce(array)
+    dist.destroy_process_group()
+
+
+def all_reduce(calls: int) -> float:
+    import numpy as np
+
+    import actors.distributed as dist
+
+    port = free_port()
+    with server_process(_rank1, port, calls):
+        dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=2)
+        array = np.ones(1024, np.float32)
+        try:
+            return _median_us(lambda: dist.all_reduce(array), calls)
+        finally:
+            dist.destroy_process_group()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--calls", type=int, default=2000)
+    args = parser.parse_args()
+    os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
+    figures = {"raw_pyzmq_rt_us": raw_rt(args.calls),
+               "thread_handoff_rt_us": thread_handoff(args.calls)}
+    figures.update(rpc(args.calls))
+    figures["all_reduce_4kib_2_ranks_us"] = all_reduce(args.calls)
+    per_hop = {name: round(value / HOPS[name], 1) for name, value in figures.items()}
+    print(json.dumps({"workload": "hops", "calls": args.calls, "figures": figures,
+                      "hops": HOPS, "us_per_hop": per_hop}))
+
+
+if __name__ == "__main__":
+    main()
