@@ -17,8 +17,8 @@ _EXPORTS = {
     "PeerLostError": "actors.runtime",
     "RemoteError": "actors.runtime",
     "SafeModeError": "actors.runtime",
-    "Security": "actors.runtime.security",
-    "set_security": "actors.runtime.security",
+    "Security": "actors.runtime.io.security",
+    "set_security": "actors.runtime.io.security",
     **{name: "actors.rpc" for name in (
         "init_rpc", "shutdown", "rpc_sync", "rpc_async", "remote", "RRef", "WorkerInfo",
         "get_worker_info", "async_execution", "RpcHook", "RpcEnvelope", "register_hook",

@@ -17,7 +17,7 @@ from typing import List, Optional, Tuple
 
 import zmq.auth
 
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 
 log = get_logger("actors.keys")
 

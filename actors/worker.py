@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import List, Optional
 
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 
 log = get_logger("actors.worker")
 

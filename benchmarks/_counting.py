@@ -9,7 +9,7 @@ _sent = {"messages": 0, "installed": False}
 
 
 def install() -> None:
-    from actors.runtime import envelope
+    from actors.runtime.protocol import envelope
 
     if _sent["installed"]:
         return

@@ -27,7 +27,7 @@ FIGURES = ["w1_rt_us_median", "w1_rt_us_p99", "w2_calls_per_s",
 
 def run_with(directory: str, calls: int, runs: int) -> Dict[str, float]:
     """`bench_rpc.ours` with CURVE from `directory` in both processes ("" for none)."""
-    from actors.runtime.security import Security, set_security
+    from actors.runtime.io.security import Security, set_security
 
     if directory:
         os.environ["ACTORGRAD_CURVE_DIR"] = directory

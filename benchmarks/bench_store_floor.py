@@ -51,7 +51,7 @@ def raw_echo(ready: Any) -> None:
 
 def echo(ready: Any) -> None:
     from actors.runtime.protocol import RESPONSE
-    from actors.runtime.sockets import recv_frames, send_frames
+    from actors.runtime.io.sockets import recv_frames, send_frames
 
     router = _bind(ready)
     while True:
@@ -63,9 +63,9 @@ def echo(ready: Any) -> None:
 def header(ready: Any) -> None:
     import pickle
 
-    from actors.runtime import envelope
+    from actors.runtime.protocol import envelope
     from actors.runtime.protocol import RESPONSE, pack_header
-    from actors.runtime.sockets import recv_frames, send_frames
+    from actors.runtime.io.sockets import recv_frames, send_frames
 
     body = pickle.dumps(1, protocol=5)
     router = _bind(ready)
@@ -77,9 +77,9 @@ def header(ready: Any) -> None:
 
 
 def codec(ready: Any) -> None:
-    from actors.runtime import envelope
+    from actors.runtime.protocol import envelope
     from actors.runtime.protocol import RESPONSE
-    from actors.runtime.sockets import recv_frames, send_frames
+    from actors.runtime.io.sockets import recv_frames, send_frames
     from store.keyspace import KeySpace
 
     space = KeySpace()

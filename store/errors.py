@@ -47,7 +47,7 @@ class RendezvousHandlerError(StoreError, ValueError):
 
 def _rebuilt_from_json_replies() -> None:
     """Store errors keep their type across the JSON codec (safe-mode clients speak it)."""
-    from actors.runtime.remote_errors import register_error_type
+    from actors.runtime.protocol.remote_errors import register_error_type
 
     for cls in (DistError, StoreError, DistStoreError, DistNetworkError, StoreTimeoutError,
                 StoreConnectionError, QueueEmptyError, RendezvousHandlerError):

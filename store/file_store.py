@@ -28,8 +28,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 
 
 
-from actors.runtime.log import get_logger
-from actors.runtime.threads import start_thread
+from actors.runtime.process.log import get_logger
+from actors.runtime.concurrency.threads import start_thread
 from store.base import DEFAULT_TIMEOUT, Timeout, WatchCallback, check_key
 from store.errors import StoreError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX, KeySpace, KeySpaceStore

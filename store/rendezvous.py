@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlparse
 
 
 
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from store.base import DEFAULT_TIMEOUT, Store
 from store.errors import RendezvousHandlerError, StoreError
 from store.file_store import FileStore

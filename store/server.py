@@ -26,8 +26,8 @@ import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
 from actors.runtime import Actor, ActorCore, Future, Kind, Message, ProtocolError
-from actors.runtime.log import get_logger
-from actors.runtime.serialization import allow_pickle
+from actors.runtime.process.log import get_logger
+from actors.runtime.protocol.serialization import allow_pickle
 from store.base import check_amount, check_key, check_keys, check_values, to_bytes
 from store.errors import QueueEmptyError, StoreTimeoutError
 from store.keyspace import KeySpace

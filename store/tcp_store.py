@@ -27,9 +27,9 @@ from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from actors.runtime import Actor, Kind, PeerLostError, RequestTimeoutError, SafeModeError
-from actors.runtime.channel import Channel
-from actors.runtime.log import get_logger
-from actors.runtime.serialization import pickle_allowed
+from actors.runtime.io.channel import Channel
+from actors.runtime.process.log import get_logger
+from actors.runtime.protocol.serialization import pickle_allowed
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
 from store.errors import StoreConnectionError, StoreTimeoutError

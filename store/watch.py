@@ -11,8 +11,8 @@ import queue
 import threading
 from typing import Callable, Dict, Optional, Tuple
 
-from actors.runtime.log import get_logger
-from actors.runtime.threads import start_thread
+from actors.runtime.process.log import get_logger
+from actors.runtime.concurrency.threads import start_thread
 from store.base import WatchCallback
 
 log = get_logger(__name__)

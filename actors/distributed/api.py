@@ -12,7 +12,7 @@ from typing import Any, List, Optional, Sequence
 import cloudpickle
 import numpy as np
 
-from actors.runtime.threads import start_thread
+from actors.runtime.concurrency.threads import start_thread
 
 from . import collectives
 from .algorithms import ReduceOp, check_op

@@ -19,8 +19,8 @@ import time
 from typing import Any, Callable, ContextManager, List, Optional, Sequence
 
 from actors.runtime import Future
-from actors.runtime.futures import FutureTimeoutError
-from actors.runtime.threads import start_thread
+from actors.runtime.concurrency.futures import FutureTimeoutError
+from actors.runtime.concurrency.threads import start_thread
 
 from .errors import CollectiveMismatchError, DistError
 from .transport import Transport

@@ -18,7 +18,7 @@ import secrets
 from typing import Any, Dict, Sequence
 
 from actors.runtime import Future, Message
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from actors.runtime.protocol import kind_name
 
 from .errors import WrongConnectionError

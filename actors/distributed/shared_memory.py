@@ -25,7 +25,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tu
 
 import numpy as np
 
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 
 log = get_logger(__name__)
 

@@ -26,8 +26,8 @@ import numpy as np
 
 from actors.network import host_of
 from actors.runtime import Actor, Kind, Message, PeerLostError
-from actors.runtime.log import get_logger
-from actors.runtime.serialization import INBAND_LIMIT
+from actors.runtime.process.log import get_logger
+from actors.runtime.protocol.serialization import INBAND_LIMIT
 
 from .inbox import Inbox
 from .senders import Senders, new_identity

@@ -18,9 +18,9 @@ from datetime import timedelta
 from typing import Any, List, Optional, Sequence, Union
 
 from actors.network import bind_host, workers_on_host
-from actors.runtime import at_exit
-from actors.runtime.log import get_logger
-from actors.runtime.tuning import keep_freed_memory, share_cores
+from actors.runtime.process import at_exit
+from actors.runtime.process.log import get_logger
+from actors.runtime.process.tuning import keep_freed_memory, share_cores
 from store.base import Store, to_seconds
 from store.errors import StoreTimeoutError
 
@@ -55,7 +55,7 @@ def init_process_group(backend: Optional[str] = None, init_method: Optional[str]
     """Join the default process group (torch's signature; `group_name` and `pg_options`
     are accepted and ignored). DistError if one is already initialized. As `init_rpc`,
     it tunes the allocator and shares the host's cores among the ranks' BLAS threads
-    (see `actors.runtime.tuning`)."""
+    (see `actors.runtime.process.tuning`)."""
     global _world
     if backend is not None and str(backend).lower() not in _BACKENDS:
         raise ValueError(f"backend {backend!r} is not available; use 'zmq' (or 'gloo', "

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 
 from actors.launch.config import LaunchConfig
 from actors.launch.workers import GroupState, WorkerFailure, WorkerGroup
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from store.barrier import barrier
 from store.base import Store
 from store.errors import StoreError

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 
 from actors.launch.agent import ElasticAgent
 from actors.launch.config import LaunchConfig, parse_args
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from store.base import Store
 from store.elastic.registry import open_rendezvous_store
 from store.errors import StoreError

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import IO, Deque, Dict, List, Optional
 
 from actors.launch.config import STD_ERR, STD_OUT, OutputPlan
-from actors.runtime.log import get_logger
-from actors.runtime.threads import start_thread
+from actors.runtime.process.log import get_logger
+from actors.runtime.concurrency.threads import start_thread
 
 log = get_logger(__name__)
 

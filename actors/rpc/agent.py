@@ -18,11 +18,11 @@ import zmq
 
 from actors.runtime import (Actor, ActorError, Future, Kind, Message, PeerLostError,
                             SafeModeError)
-from actors.runtime.channel import Channel
-from actors.runtime.futures import completed, failed
-from actors.runtime.log import get_logger
-from actors.runtime.script_refs import same_script_receiver
-from actors.runtime.serialization import pickle_allowed
+from actors.runtime.io.channel import Channel
+from actors.runtime.concurrency.futures import completed, failed
+from actors.runtime.process.log import get_logger
+from actors.runtime.protocol.script_refs import same_script_receiver
+from actors.runtime.protocol.serialization import pickle_allowed
 from store.barrier import arrive, barrier, wait_open
 from store.base import Store
 

@@ -7,9 +7,10 @@ from datetime import timedelta
 from typing import Any, Callable, Optional, Union
 
 from actors.network import bind_host
-from actors.runtime import Future, serialization
-from actors.runtime.log import get_logger
-from actors.runtime.tuning import keep_freed_memory, share_cores
+from actors.runtime import Future
+from actors.runtime.protocol import serialization
+from actors.runtime.process.log import get_logger
+from actors.runtime.process.tuning import keep_freed_memory, share_cores
 from store.base import Store, to_seconds
 
 from . import state
@@ -49,7 +50,7 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
     store requests, and answers a pickled request with a SafeModeError; its own
     calls of Python functions raise SafeModeError.
     Workers keep freed memory for reuse and share the host's cores among their BLAS
-    threads (see `actors.runtime.tuning`).
+    threads (see `actors.runtime.process.tuning`).
     """
     if state.agent_or_none() is not None:
         raise RpcError("RPC is already initialized in this process; call shutdown() first")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Dict, List, NamedTuple, Union
 
 from actors.network import workers_on_host
-from actors.runtime.script_refs import script_path
+from actors.runtime.protocol.script_refs import script_path
 
 
 class WorkerInfo(NamedTuple):

@@ -3,7 +3,7 @@
 `expose(name)(fn)` registers `fn` under `name` in this process. Every RPC worker of
 the process serves `Kind.RPC_CALL_NAMED` requests whose body, in the JSON codec, is
 ``{"fn": name, "args": [...], "kwargs": {...}}``; numpy arrays travel as raw buffer
-frames in requests and replies (`actors.runtime.json_codec`), so the function gets
+frames in requests and replies (`actors.runtime.protocol.json_codec`), so the function gets
 arrays built on top of the received frames (not copied: do not write to them). The
 reply is the function's value, in the request's codec; an exception becomes an
 error reply. `ExposedClient` is the same client in Python.
@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional
 
 from actors.runtime import Kind, Message, ProtocolError
-from actors.runtime.bounded import quote
-from actors.runtime.channel import Channel
-from actors.runtime.remote_errors import register_error_type
+from actors.runtime.protocol.bounded import quote
+from actors.runtime.io.channel import Channel
+from actors.runtime.protocol.remote_errors import register_error_type
 
 _exposed: Dict[str, Callable[..., Any]] = {}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from actors.runtime import Future
-from actors.runtime.futures import completed
+from actors.runtime.concurrency.futures import completed
 
 from .directory import Destination, WorkerInfo
 from .errors import RRefError

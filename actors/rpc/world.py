@@ -7,7 +7,7 @@ the path of the script the worker runs (empty without one), and
 """
 from __future__ import annotations
 
-from actors.runtime.script_refs import script_path
+from actors.runtime.protocol.script_refs import script_path
 
 from store.base import Store
 from store.errors import StoreTimeoutError

@@ -29,23 +29,25 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Un
 
 import zmq
 
-from . import at_exit, envelope
-from .bounded import text_of
-from .envelope import Message
+from .process import at_exit
+
+from .protocol import envelope
+from .protocol.bounded import text_of
+from .protocol.envelope import Message
 from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError,
                      UnknownKindError)
-from .futures import Future
-from .attachments import Attachment, MessageHandler, check_type, open_socket
-from .context import process_context
-from .leaders import LeaderPool
-from .log import get_logger
-from .deadlines import Deadlines
-from .mailbox import Mailbox, TimerHandle
+from .concurrency.futures import Future
+from .io.attachments import Attachment, MessageHandler, check_type, open_socket
+from .io.context import process_context
+from .concurrency.leaders import LeaderPool
+from .process.log import get_logger
+from .concurrency.deadlines import Deadlines
+from .io.mailbox import Mailbox, TimerHandle
 from .protocol import ERROR, JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, Kind, kind_name
-from .router import Router
-from .scheduler import WorkerPool
-from .security import secure
-from .remote_errors import exception_from_payload
+from .io.router import Router
+from .concurrency.scheduler import WorkerPool
+from .io.security import secure
+from .protocol.remote_errors import exception_from_payload
 
 log = get_logger(__name__)
 
@@ -220,7 +222,7 @@ class ActorCore:
                on_message: Optional[MessageHandler] = None, *, socket_type: Optional[int] = None,
                bind: bool = False, subscribe: Sequence[bytes] = (b"",),
                max_pending: int = 64) -> Attachment:
-        """Put a ZeroMQ socket into this actor's loop (see `actors.runtime.attachments`).
+        """Put a ZeroMQ socket into this actor's loop (see `actors.runtime.io.attachments`).
 
         Either a socket the caller made from the process's context, bound or
         connected, which it must not touch until `Attachment.detach` hands it back;

@@ -13,7 +13,8 @@ and context releases, kinds ``0x03xx``) and `RRef.backward`'s pass; a worker tha
 receives a message tagged by the hook imports it on its own.
 """
 from actors.rpc import register_distributed_backward, register_hook, register_service
-from actors.runtime import Kind, serialization
+from actors.runtime import Kind
+from actors.runtime.protocol import serialization
 from engine.tensor import Tensor
 
 from .backward import backward, context, get_gradients

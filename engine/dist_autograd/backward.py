@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 import actors
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from engine.autograd.graph import GraphRoot, gradient_edge
 from engine.errors import AutogradError
 from engine.tensor import Tensor

@@ -24,8 +24,8 @@ import numpy as np
 
 import actors
 from actors.runtime import Future, Kind
-from actors.runtime.futures import completed
-from actors.runtime.log import get_logger
+from actors.runtime.concurrency.futures import completed
+from actors.runtime.process.log import get_logger
 from engine.errors import AutogradError
 
 from .context import AutogradContext, BackwardPass, container

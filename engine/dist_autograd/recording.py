@@ -16,7 +16,7 @@ from typing import Any, ContextManager, List, Optional, Tuple
 
 import actors
 from actors.rpc import RpcEnvelope, RpcHook, WorkerInfo
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from engine.autograd.graph import gradient_edge
 from engine.tensor import Tensor
 

@@ -20,7 +20,7 @@ from typing import Callable, Dict, Iterable, List, Optional
 
 import actors
 from actors.runtime import Kind
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 
 from .context import container
 

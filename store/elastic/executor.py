@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable, Dict, Optional
 
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from store.elastic.backend import RendezvousBackend
 from store.elastic.errors import RendezvousClosedError, RendezvousTimeoutError
 from store.elastic.liveness import NodeLiveness

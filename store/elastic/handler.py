@@ -11,8 +11,8 @@ import time
 import weakref
 from typing import Callable, Optional
 
-from actors.runtime.log import get_logger
-from actors.runtime.threads import start_thread
+from actors.runtime.process.log import get_logger
+from actors.runtime.concurrency.threads import start_thread
 from store.base import Store
 from store.elastic.backend import RendezvousBackend
 from store.elastic.errors import RendezvousError

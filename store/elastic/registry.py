@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from actors.runtime import AddressInUseError
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from store.base import Store
 from store.elastic.backend import C10dRendezvousBackend, StoreRendezvousBackend
 from store.elastic.errors import RendezvousConnectionError

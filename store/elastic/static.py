@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from store.barrier import barrier
 from store.base import Store
 from store.elastic.errors import RendezvousClosedError, RendezvousTimeoutError

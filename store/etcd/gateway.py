@@ -16,8 +16,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from actors.runtime.log import get_logger
-from actors.runtime.threads import start_thread
+from actors.runtime.process.log import get_logger
+from actors.runtime.concurrency.threads import start_thread
 from store.errors import StoreConnectionError
 
 log = get_logger(__name__)

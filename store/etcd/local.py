@@ -21,7 +21,7 @@ import subprocess
 import time
 from typing import IO, Optional, Union
 
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 
 log = get_logger(__name__)
 

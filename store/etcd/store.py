@@ -23,8 +23,8 @@ import uuid
 import weakref
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from actors.runtime.log import get_logger
-from actors.runtime.threads import start_thread
+from actors.runtime.process.log import get_logger
+from actors.runtime.concurrency.threads import start_thread
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
 from store.errors import QueueEmptyError, StoreError, StoreTimeoutError

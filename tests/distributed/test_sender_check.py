@@ -8,8 +8,9 @@ import zmq
 
 from actors.distributed.errors import CollectiveTimeoutError, WrongConnectionError
 from actors.distributed.transport import Transport
-from actors.runtime import Actor, Kind, envelope
-from actors.runtime.futures import FutureTimeoutError
+from actors.runtime import Actor, Kind
+from actors.runtime.protocol import envelope
+from actors.runtime.concurrency.futures import FutureTimeoutError
 from actors.runtime.protocol import ONEWAY
 from store import TCPStore
 from tests.distributed import scenarios

@@ -6,7 +6,8 @@ import pytest
 import zmq
 
 import actors
-from actors.runtime import RemoteError, RequestTimeoutError, envelope
+from actors.runtime import RemoteError, RequestTimeoutError
+from actors.runtime.protocol import envelope
 from actors.runtime.protocol import Kind
 from tests.rpc import workers
 

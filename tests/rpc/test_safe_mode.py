@@ -13,9 +13,10 @@ import pytest
 import zmq
 
 import actors
-from actors.runtime import SafeModeError, envelope
+from actors.runtime import SafeModeError
+from actors.runtime.protocol import envelope
 from actors.runtime.protocol import Kind
-from actors.runtime.remote_errors import exception_from_payload
+from actors.runtime.protocol.remote_errors import exception_from_payload
 from store import TCPStore
 from store.errors import StoreTimeoutError
 from tests.net import free_port
@@ -144,7 +145,7 @@ def test_a_safe_rank_in_a_mixed_world_serves_named_calls_and_refuses_pickles():
 
 
 def test_safe_mode_refuses_every_pickle_before_reading_it_and_can_be_lifted(tmp_path):
-    from actors.runtime import serialization
+    from actors.runtime.protocol import serialization
 
     marker = tmp_path / "ran"
     body = pickle.dumps(_CreatesFile(marker))

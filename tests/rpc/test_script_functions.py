@@ -9,7 +9,7 @@ from pathlib import Path
 import cloudpickle
 import pytest
 
-from actors.runtime.script_refs import reduce_script_definition, resolve_script_definition
+from actors.runtime.protocol.script_refs import reduce_script_definition, resolve_script_definition
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -63,7 +63,7 @@ def test_a_definition_without_a_value_names_why_it_cannot_be_rebuilt():
 def test_a_receiver_known_to_run_the_same_script_gets_the_name_without_the_value(monkeypatch):
     import __main__
 
-    from actors.runtime import script_refs
+    from actors.runtime.protocol import script_refs
 
     def triple(x):
         return 3 * x

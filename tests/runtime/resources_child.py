@@ -33,8 +33,8 @@ import actors
 import numpy as np
 
 from actors.runtime import Actor, Kind, UnknownKindError
-from actors.runtime.channel import Channel
-from actors.runtime.threads import running_threads
+from actors.runtime.io.channel import Channel
+from actors.runtime.concurrency.threads import running_threads
 from store import TCPStore
 from tests.net import free_port
 from tests.waiting import wait_until

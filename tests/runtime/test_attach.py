@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from actors.runtime import Actor, ActorStoppedError
-from actors.runtime.context import process_context
+from actors.runtime.io.context import process_context
 from tests.net import free_port
 from tests.runtime import zmq_peers
 from tests.waiting import wait_until

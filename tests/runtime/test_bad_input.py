@@ -5,7 +5,7 @@ import struct
 import pytest
 import zmq
 
-from actors.runtime import envelope
+from actors.runtime.protocol import envelope
 from actors.runtime.protocol import PROTOCOL_VERSION, Flag, Kind, unpack_header
 from tests.runtime import peers
 

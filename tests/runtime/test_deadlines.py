@@ -8,7 +8,7 @@ import time
 import pytest
 
 from actors.runtime import RequestTimeoutError
-from actors.runtime.deadlines import Deadlines
+from actors.runtime.concurrency.deadlines import Deadlines
 from tests.runtime.peers import SLOW
 
 

@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from actors.runtime import Future, FutureTimeoutError, InvalidStateError, wait_all
-from actors.runtime.futures import completed, failed
+from actors.runtime.concurrency.futures import completed, failed
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from actors.runtime import json_codec
+from actors.runtime.protocol import json_codec
 from actors.runtime.errors import ProtocolError
 
 pytestmark = pytest.mark.timeout(30)

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.timeout(120)
 
 LIBRARY_USE = """
 import actors
-from actors.runtime.log import get_logger
+from actors.runtime.process.log import get_logger
 from store import TCPStore
 store = TCPStore("127.0.0.1", 0, world_size=1, is_master=True)
 store.set("k", b"v")

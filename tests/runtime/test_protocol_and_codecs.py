@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from actors.runtime import envelope, json_codec, remote_errors, serialization
+from actors.runtime.protocol import envelope, json_codec, remote_errors, serialization
 from actors.runtime.errors import ProtocolError, RemoteError
 from actors.runtime.protocol import (HEADER_SIZE, PROTOCOL_VERSION, Flag, Kind, pack_header,
                                      unpack_header)

@@ -145,7 +145,7 @@ def test_every_thread_of_an_rpc_world_a_process_group_and_a_watched_store_is_reg
                    for rank, (process, log_path) in enumerate(ranks)]
     for result in results:
         assert result["unregistered"] == [], result
-        assert any("-io (actors.runtime.mailbox.Mailbox" in name
+        assert any("-io (actors.runtime.io.mailbox.Mailbox" in name
                    for name in result["registered"]), result
         assert any(name.startswith("pg-irecv ") for name in result["registered"]) == (
             result["rank"] == 1), result
@@ -157,7 +157,7 @@ import operator
 import time
 import actors
 from actors.runtime import Actor, Kind
-from actors.runtime.channel import Channel
+from actors.runtime.io.channel import Channel
 from store import TCPStore
 """
 

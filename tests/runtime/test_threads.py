@@ -9,8 +9,9 @@ import pytest
 
 from actors.keys import generate
 from actors.runtime import Actor
-from actors.runtime.security import Security, set_security
-from actors.runtime.threads import new_thread, register_foreign, running_threads, start_thread
+from actors.runtime.io.security import Security, set_security
+from actors.runtime.concurrency.threads import (new_thread, register_foreign, running_threads,
+                                                start_thread)
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -81,9 +82,9 @@ def test_an_actors_io_thread_and_workers_are_listed_while_it_runs():
     try:
         owners = {record.name: record.owner for record in running_threads()
                   if record.name.startswith("listed-")}
-        assert owners == {"listed-io": "actors.runtime.mailbox.Mailbox",
-                          "listed-worker-0": "actors.runtime.scheduler.WorkerPool",
-                          "listed-worker-1": "actors.runtime.scheduler.WorkerPool"}
+        assert owners == {"listed-io": "actors.runtime.io.mailbox.Mailbox",
+                          "listed-worker-0": "actors.runtime.concurrency.scheduler.WorkerPool",
+                          "listed-worker-1": "actors.runtime.concurrency.scheduler.WorkerPool"}
     finally:
         actor.stop()
     assert wait_until(lambda: not [record for record in running_threads()
@@ -97,9 +98,9 @@ def test_the_zap_handlers_thread_is_listed_while_curve_is_set(tmp_path):
         server = Actor("tcp://127.0.0.1:0", name="curve-listed").start()
         server.stop()
         zap = [record for record in running_threads()
-               if record.owner == "actors.runtime.security"]
+               if record.owner == "actors.runtime.io.security"]
         assert len(zap) == 1 and "ZAP" in zap[0].purpose
     finally:
         set_security(None)
     assert wait_until(lambda: not [record for record in running_threads()
-                                   if record.owner == "actors.runtime.security"], 10)
+                                   if record.owner == "actors.runtime.io.security"], 10)

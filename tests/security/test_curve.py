@@ -17,8 +17,8 @@ import pytest
 import actors
 from actors.keys import generate
 from actors.runtime import Actor, PeerLostError
-from actors.runtime.security import Security, set_security
-from actors.runtime.sockets import REFUSED
+from actors.runtime.io.security import Security, set_security
+from actors.runtime.io.sockets import REFUSED
 from store import TCPStore
 from store.errors import StoreConnectionError
 from tests.elastic.conftest import agents  # noqa: F401 - the launcher fixture
@@ -140,7 +140,7 @@ def test_a_launched_process_group_all_reduces_under_curve_dir(tmp_path, keys, ag
     path = script(tmp_path, "allreduce.py", """
         import numpy as np
         import actors.distributed as dist
-        from actors.runtime.security import current_security
+        from actors.runtime.io.security import current_security
 
         assert current_security() is not None
         dist.init_process_group()

@@ -9,8 +9,8 @@ import queue
 import threading
 from typing import Any, Callable
 
-from .errors import ActorStoppedError
-from .log import get_logger
+from ..errors import ActorStoppedError
+from ..process.log import get_logger
 from .threads import new_thread
 
 log = get_logger(__name__)
@@ -27,7 +27,7 @@ class WorkerPool:
         self._queue: "queue.SimpleQueue[Any]" = queue.SimpleQueue()
         self._threads = [
             new_thread(self._thread_main, name=f"{name}-worker-{i}",
-                       owner="actors.runtime.scheduler.WorkerPool",
+                       owner="actors.runtime.concurrency.scheduler.WorkerPool",
                        purpose="runs handlers and pool tasks (with workers_receive, reads "
                                "requests too)")
             for i in range(num_threads)

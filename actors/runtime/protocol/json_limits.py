@@ -25,7 +25,7 @@ from typing import Any, Tuple, Union
 import numpy as np
 
 from .bounded import quote
-from .errors import ProtocolError
+from ..errors import ProtocolError
 
 MAX_DEPTH = 100
 # numpy 1.x allows 32 dimensions, numpy 2 allows 64: 32 works with both.

@@ -19,8 +19,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import zmq
 
 from .context import process_context
-from .errors import AddressInUseError
-from .log import get_logger
+from ..errors import AddressInUseError
+from ..process.log import get_logger
 from .security import secure
 from .sockets import EVENTS, POLLIN, open_monitor, recv_frames, send_frames
 

@@ -9,7 +9,7 @@ import threading
 from typing import Any, Callable, Iterable, List, Optional
 
 from .blocking import about_to_block
-from .errors import RequestTimeoutError
+from ..errors import RequestTimeoutError
 
 
 class FutureTimeoutError(RequestTimeoutError):
@@ -122,7 +122,7 @@ def _run_callback(callback: Callable[[Future], None], future: Future) -> None:
     try:
         callback(future)
     except Exception:  # noqa: BLE001 - a faulty callback must not break completion
-        from .log import get_logger
+        from ..process.log import get_logger
 
         get_logger(__name__).exception("future_callback_failed", callback=repr(callback))
 

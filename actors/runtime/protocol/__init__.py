@@ -21,7 +21,7 @@ import enum
 import struct
 from typing import NamedTuple
 
-from .errors import ProtocolError
+from ..errors import ProtocolError
 
 MAGIC = b"AG"
 PROTOCOL_VERSION = 1

@@ -23,9 +23,9 @@ from typing import Any, Callable, Deque, List, Optional, Sequence
 
 import zmq
 
-from .errors import ActorStoppedError
-from .futures import Future
-from .log import get_logger
+from ..errors import ActorStoppedError
+from ..concurrency.futures import Future
+from ..process.log import get_logger
 from .sockets import POLLIN, recv_frames, send_frames
 
 log = get_logger(__name__)

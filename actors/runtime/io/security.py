@@ -28,8 +28,8 @@ import zmq.auth
 from zmq.auth.thread import ThreadAuthenticator
 
 from .context import process_context
-from .log import get_logger
-from .threads import register_foreign
+from ..process.log import get_logger
+from ..concurrency.threads import register_foreign
 
 log = get_logger(__name__)
 
@@ -170,7 +170,7 @@ def _start_authenticator(security: Security) -> None:
         if _setting.authenticator is None:
             authenticator = ThreadAuthenticator(process_context())
             authenticator.start()
-            register_foreign(authenticator.thread, owner="actors.runtime.security",
+            register_foreign(authenticator.thread, owner="actors.runtime.io.security",
                              purpose="answers ZAP requests: may this CURVE client connect?")
             authenticator.configure_curve_callback(
                 ZAP_DOMAIN.decode(), credentials_provider=_AuthorizedKeys(security.authorized))

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from . import json_codec, serialization
+from ..protocol import json_codec
+
+from ..protocol import serialization
 from .bounded import text_of
 from .remote_errors import error_payload
-from .errors import ProtocolError
-from .protocol import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, pack_header,
+from ..errors import ProtocolError
+from ..protocol import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, pack_header,
                        unpack_header)
 
 
@@ -38,7 +40,7 @@ class Message:
         return bool(self.flags & ONEWAY)
 
     def __repr__(self) -> str:
-        from .protocol import kind_name
+        from ..protocol import kind_name
 
         return f"<Message {kind_name(self.kind)} req={self.req_id} flags={Flag(self.flags)!r}>"
 

@@ -22,12 +22,12 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from .context import process_context
-from .errors import ActorStoppedError
-from .log import get_logger
+from ..errors import ActorStoppedError
+from ..process.log import get_logger
 from .router import Router
 from .sockets import (EVENTS, HANDSHAKE_FAILED, MONITOR_EVENTS, POLLIN, REFUSED, close_monitored,
                       open_dealer, recv_frames, send_frames)
-from .threads import new_thread
+from ..concurrency.threads import new_thread
 from .wakeup import WakePipe
 
 log = get_logger(__name__)
@@ -90,7 +90,7 @@ class Mailbox:
         self._started = False
         self._stopping = False
         self._thread = new_thread(self._loop, name=f"{name}-io",
-                                  owner="actors.runtime.mailbox.Mailbox",
+                                  owner="actors.runtime.io.mailbox.Mailbox",
                                   purpose="owns the actor's sockets, runs its timers")
 
     # ---- set-up (before start) ----------------------------------------------------

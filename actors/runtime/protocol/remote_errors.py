@@ -22,7 +22,7 @@ from typing import Any, Dict
 import cloudpickle
 
 from .bounded import MESSAGE_LIMIT, shorten, text_of
-from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RemoteError,
+from ..errors import (ActorStoppedError, PeerLostError, ProtocolError, RemoteError,
                      RequestTimeoutError, SafeModeError, UnknownKindError)
 from .serialization import PICKLE_PROTOCOL, pickle_allowed
 

@@ -20,9 +20,9 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
-from . import json_limits
+from ..protocol import json_limits
 from .bounded import quote, text_of
-from .errors import ProtocolError
+from ..errors import ProtocolError
 
 BUF, ARRAY = "$buf", "$array"
 

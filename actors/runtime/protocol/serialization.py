@@ -18,7 +18,7 @@ import cloudpickle
 import numpy as np
 
 from .bounded import text_of
-from .errors import ProtocolError, SafeModeError
+from ..errors import ProtocolError, SafeModeError
 from .script_refs import MAIN_MODULES, lookup_qualname, reduce_script_definition
 
 PICKLE_PROTOCOL = 5

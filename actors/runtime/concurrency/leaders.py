@@ -35,11 +35,11 @@ import time
 from typing import Any, Callable, Optional, Tuple
 
 from .blocking import holding_mailbox
-from .errors import ActorStoppedError
-from .log import get_logger
-from .router import Router
+from ..errors import ActorStoppedError
+from ..process.log import get_logger
+from ..io.router import Router
 from .scheduler import WorkerPool
-from .wakeup import WakePipe
+from ..io.wakeup import WakePipe
 
 log = get_logger(__name__)
 

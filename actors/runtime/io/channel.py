@@ -21,12 +21,12 @@ from typing import Any, List, Optional
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from . import envelope
-from .blocking import about_to_block
+from ..protocol import envelope
+from ..concurrency.blocking import about_to_block
 from .context import process_context
-from .errors import ActorStoppedError, PeerLostError, RequestTimeoutError
-from .protocol import ERROR, JSON, RESPONSE
-from .remote_errors import exception_from_payload
+from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
+from ..protocol import ERROR, JSON, RESPONSE
+from ..protocol.remote_errors import exception_from_payload
 from .sockets import (EVENTS, HANDSHAKE_FAILED, POLLIN, REFUSED, close_monitored, open_dealer,
                       recv_frames, send_frames)
 
