@@ -217,7 +217,7 @@ class RpcAgent:
             with self._sending(info):
                 return channel.call(kind, payload, seconds or None)
         except PeerLostError as exc:
-            self._mark_lost(info)
+            self.actor.report_lost(self.directory.address(info), exc.reason)
             raise WorkerLostError(info.name, exc.reason) from None
         finally:
             self._track(-1)
@@ -262,7 +262,8 @@ class RpcAgent:
     def _on_sender_lost(self, identity: bytes) -> None:
         rank = self._sender_ranks.pop(identity, None)
         if rank is not None and self.directory is not None and rank != self.rank:
-            self._mark_lost(self.directory.resolve(rank))
+            self.actor.report_lost(self.directory.address(self.directory.resolve(rank)),
+                                   "its connection to this worker closed")
 
     def _on_peer_lost(self, address: str) -> None:
         try:

@@ -9,7 +9,7 @@ This layer imports nothing from `store`, `engine` or the rpc services. Its parts
                     (``envelope``), the pickle and JSON codecs and their input limits,
                     error payloads, the script's definitions by name
 ``io/``             sockets and I/O: the one ZeroMQ context, the mailbox's I/O thread, the
-                    ROUTER, per-thread channels, attached sockets, CURVE
+                    ROUTER, the peer table, per-thread channels, attached sockets, CURVE
 ``concurrency/``    futures, worker pools and the leader that reads the mailbox, the
                     blocking hand-off, request deadlines, the thread registry
 ``process/``        logs, allocator and BLAS tuning, the exit flush
@@ -45,6 +45,14 @@ attached socket        I/O thread                  I/O thread (handlers    I/O t
 ZAP handler's socket   pyzmq's authenticator       its thread              its thread
                        thread (io/security.py)
 =====================  ==========================  ======================  =====================
+
+**Peers.** What an actor knows of the peers it sends to lives in one `PeerTable`
+(`io/peers.py`), on the I/O thread: each connection's state and why a peer was lost,
+the pending requests with their deadlines, the heartbeat settings. The monitors feed
+it, and so does an owner that learnt of a loss another way (`ActorCore.report_lost`:
+the RPC agent, when a thread's own `Channel` to a worker drops or a caller's
+connection closes); the first report decides, and the loss is announced once, after
+the requests already waiting in the mailbox are handed up.
 
 Nothing else touches a socket. Resource owners (`Actor`, `Channel`) release their
 threads and sockets when closed or dropped; their finalizers only ask, and never

@@ -41,8 +41,8 @@ from .io.attachments import Attachment, MessageHandler, check_type, open_socket
 from .io.context import process_context
 from .concurrency.leaders import LeaderPool
 from .process.log import get_logger
-from .concurrency.deadlines import Deadlines
 from .io.mailbox import Mailbox, TimerHandle
+from .io.peers import Liveness, Pending, PeerTable
 from .protocol import ERROR, JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, Kind, kind_name
 from .io.router import Router
 from .concurrency.scheduler import WorkerPool
@@ -57,13 +57,6 @@ Handler = Callable[[Message], Any]
 class _Registration(NamedTuple):
     fn: Handler
     inline: bool
-
-
-class _Pending(NamedTuple):
-    future: Future
-    peer: str
-    kind: int
-    timeout: Optional[float]
 
 
 
@@ -87,15 +80,14 @@ class ActorCore:
         self._push_handlers: Dict[int, Handler] = {}
         self._peer_lost_callbacks: list = []
         self._sender_lost_callback: Optional[Callable[[bytes], None]] = None
-        self._pending: Dict[int, _Pending] = {}
         self._attachments: List[Attachment] = []
         self._req_ids = itertools.count(1)
-        self._deadlines = Deadlines()  # I/O thread only
         self._expiry: Optional[TimerHandle] = None  # the timer of the earliest deadline
-        heartbeat_ms, timeout_ms = int(heartbeat * 1000), int(heartbeat_timeout * 1000)
-        self._router = None if address is None else Router(address, heartbeat_ms, timeout_ms)
-        self._mailbox = Mailbox(name, self._on_reply, self._on_peer_lost, self._teardown,
-                                heartbeat_ms, timeout_ms, routing_id)
+        liveness = Liveness(int(heartbeat * 1000), int(heartbeat_timeout * 1000))
+        self._peers = PeerTable(liveness)
+        self._router = None if address is None else Router(address, *liveness)
+        self._mailbox = Mailbox(name, self._peers, self._on_reply, self._on_peer_lost,
+                                self._teardown, routing_id)
         if self._router is not None and workers_receive:
             self._pool: WorkerPool = LeaderPool(num_worker_threads, name, self._router,
                                                 self._accept_for_worker, self._mailbox.call_soon,
@@ -179,7 +171,7 @@ class ActorCore:
             attachment._detach_now()
         if self._router is not None:
             self._router.close()
-        self._fail_pending(lambda p: True, ActorStoppedError(f"actor {self.name} stopped"))
+        self._fail_requests(lambda p: True, ActorStoppedError(f"actor {self.name} stopped"))
         log.info("actor_stopped", actor=self.name, address=self.address)
 
     # ---- handlers -----------------------------------------------------------------
@@ -283,11 +275,11 @@ class ActorCore:
         deadline = None if timeout is None else time.monotonic() + timeout
         # Registered here, not on the I/O thread, so that stop() fails it even if the
         # I/O thread never gets to send it.
-        self._pending[req_id] = _Pending(future, peer, kind, timeout)
+        self._peers.register(req_id, Pending(future, peer, kind, timeout))
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
-            self._pending.pop(req_id, None)
+            self._peers.forget(req_id)
             raise
         return future
 
@@ -331,10 +323,11 @@ class ActorCore:
 
     def _send_request(self, peer: str, req_id: int, frames: list,
                       deadline: Optional[float]) -> None:
-        if deadline is not None and self._deadlines.push(deadline, req_id, self._pending):
+        if self._peers.sent(req_id, deadline):
             self._arm_expiry()
-        if self._mailbox.peer_lost(peer):
-            self._fail_request(req_id, PeerLostError(peer, "the connection is down"))
+        reason = self._peers.lost(peer)
+        if reason is not None:
+            self._fail_request(req_id, PeerLostError(peer, f"the connection is down ({reason})"))
             return
         try:
             self._mailbox.send_now(peer, frames)
@@ -342,7 +335,7 @@ class ActorCore:
             self._fail_request(req_id, PeerLostError(peer, f"cannot send: {exc}"))
 
     def _fail_request(self, req_id: int, exc: BaseException) -> None:
-        pending = self._pending.pop(req_id, None)
+        pending = self._peers.forget(req_id)
         if pending is not None:
             pending.future.set_exception(exc)
 
@@ -350,7 +343,7 @@ class ActorCore:
         """Point the one expiry timer at the earliest deadline."""
         if self._expiry is not None:
             self._expiry.cancel()
-        earliest = self._deadlines.earliest()
+        earliest = self._peers.earliest_deadline()
         self._expiry = None if earliest is None else self._mailbox.call_later(
             max(0.0, earliest - time.monotonic()), self._expire)
 
@@ -358,12 +351,10 @@ class ActorCore:
         """Fail the requests whose deadline passed."""
         self._expiry = None
         try:
-            for req_id in self._deadlines.due(time.monotonic(), self._pending.__contains__):
-                pending = self._pending.pop(req_id, None)
-                if pending is not None:
-                    pending.future.set_exception(RequestTimeoutError(
-                        f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
-                        f"{pending.timeout:g}s"))
+            for pending in self._peers.expired(time.monotonic()):
+                pending.future.set_exception(RequestTimeoutError(
+                    f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
+                    f"{pending.timeout:g}s"))
         finally:
             self._arm_expiry()
 
@@ -376,7 +367,7 @@ class ActorCore:
         if header.flags & PUSH:
             self._on_push(peer, header, frames)
             return
-        pending = self._pending.pop(header.req_id, None)
+        pending = self._peers.forget(header.req_id)
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
                       req_id=header.req_id)
@@ -400,19 +391,34 @@ class ActorCore:
         payload = envelope.read_payload(header, frames)
         handler(Message(header.kind, header.req_id, header.flags, payload, peer=peer))
 
+    def report_lost(self, peer: str, reason: str) -> None:
+        """Tell this actor that `peer` is gone, as its owner learnt another way (a thread's
+        own connection dropped, a caller's closed); any thread. The peer table decides:
+        the first report of a peer's loss fails its requests and calls the `on_peer_lost`
+        callbacks; later ones do nothing."""
+        if self.in_io_thread():
+            self._report_lost_now(peer, reason)
+        else:
+            try:
+                self._mailbox.call_soon(self._report_lost_now, peer, reason)
+            except ActorStoppedError:
+                pass
+
+    def _report_lost_now(self, peer: str, reason: str) -> None:
+        if self._peers.report_lost(peer, reason):
+            self._mailbox.announce_lost(peer, reason)
+
     def _on_peer_lost(self, peer: str, reason: str) -> None:
-        self._fail_pending(lambda p: p.peer == peer, PeerLostError(peer, reason))
+        self._fail_requests(lambda p: p.peer == peer, PeerLostError(peer, reason))
         for callback in self._peer_lost_callbacks:
             try:
                 callback(peer)
             except Exception:  # noqa: BLE001 - one faulty listener must not stop the others
                 log.exception("peer_lost_callback_failed", actor=self.name, peer=peer)
 
-    def _fail_pending(self, which: Callable[[_Pending], bool], exc: BaseException) -> None:
-        lost = [rid for rid, p in list(self._pending.items()) if which(p)]
-        for req_id in lost:
-            pending = self._pending.pop(req_id, None)
-            if pending is not None and not pending.future.done():
+    def _fail_requests(self, which: Callable[[Pending], bool], exc: BaseException) -> None:
+        for pending in self._peers.take_requests(which):
+            if not pending.future.done():
                 pending.future.set_exception(exc)
 
     # ---- I/O thread: incoming requests --------------------------------------------
@@ -544,6 +550,7 @@ def _delegate(name: str) -> property:
 
 
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
+              "report_lost",
               "on_push", "request", "notify", "reply", "reply_error", "push", "call_later",
               "call_soon", "close_soon", "attach"):
     setattr(Actor, _name, _delegate(_name))

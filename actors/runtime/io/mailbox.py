@@ -24,9 +24,10 @@ from zmq.utils.monitor import recv_monitor_message
 from .context import process_context
 from ..errors import ActorStoppedError
 from ..process.log import get_logger
+from .peers import PeerTable
 from .router import Router
-from .sockets import (EVENTS, HANDSHAKE_FAILED, MONITOR_EVENTS, POLLIN, REFUSED, close_monitored,
-                      open_dealer, recv_frames, send_frames)
+from .sockets import (EVENTS, MONITOR_EVENTS, POLLIN, close_monitored, open_dealer, recv_frames,
+                      send_frames)
 from ..concurrency.threads import new_thread
 from .wakeup import WakePipe
 
@@ -36,7 +37,6 @@ log = get_logger(__name__)
 _RECV_BATCH = 64
 _LONGEST_POLL_MS = 60_000
 
-_CONNECTING, _UP, _LOST = "connecting", "up", "lost"
 
 
 class TimerHandle:
@@ -53,27 +53,25 @@ class Mailbox:
     """The I/O thread and the sockets it owns; every call on those sockets is on it.
 
     Callbacks (run on the I/O thread): ``on_reply(peer, frames)`` for a message on a
-    peer's DEALER, ``on_peer_lost(peer, reason)`` once per loss: an established
-    connection drops, or the first attempt to connect fails; ``on_closed()`` once the
-    loop has closed its sockets. Every DEALER presents `routing_id` to its peer (None:
+    peer's DEALER, ``on_peer_lost(peer, reason)`` once per loss, as `peers` decides it
+    from what the monitors see (an established connection drops, the first attempt
+    to connect fails, the peer refuses the handshake); ``on_closed()`` once the loop
+    has closed its sockets. Every DEALER presents `routing_id` to its peer (None:
     one ZeroMQ makes up per connection).
     """
 
-    def __init__(self, name: str, on_reply: Callable[[str, List[zmq.Frame]], None],
+    def __init__(self, name: str, peers: PeerTable,
+                 on_reply: Callable[[str, List[zmq.Frame]], None],
                  on_peer_lost: Callable[[str, str], None], on_closed: Callable[[], None],
-                 heartbeat_ms: int, heartbeat_timeout_ms: int,
                  routing_id: Optional[bytes] = None):
         self.name = name
+        self._peers = peers
         self._routing_id = routing_id
         self._on_reply, self._on_peer_lost, self._on_closed = on_reply, on_peer_lost, on_closed
-        self._heartbeat_ms, self._heartbeat_timeout_ms = heartbeat_ms, heartbeat_timeout_ms
         self._dealers: Dict[str, zmq.Socket] = {}
         self._dealer_peers: Dict[zmq.Socket, str] = {}
         self._dealer_monitors: Dict[str, zmq.Socket] = {}
         self._monitors: Dict[zmq.Socket, str] = {}
-        # Each peer's connection: _CONNECTING until the first handshake, then _UP, or
-        # _LOST once reported lost (until a handshake succeeds again).
-        self._links: Dict[str, str] = {}
         # Messages sent to each peer since the last `take_unconfirmed` (see at_exit.py).
         self._unconfirmed: Dict[str, int] = {}
         self._router: Optional[Router] = None
@@ -182,15 +180,16 @@ class Mailbox:
         if dealer is None:
             # Failed connection attempts too: this loop reads every event at once, and
             # a peer nothing listens for must not leave requests waiting out their timeout.
-            dealer, monitor = open_dealer(process_context(), address, self._heartbeat_ms,
-                                          self._heartbeat_timeout_ms,
+            liveness = self._peers.liveness
+            dealer, monitor = open_dealer(process_context(), address, liveness.heartbeat_ms,
+                                          liveness.timeout_ms,
                                           MONITOR_EVENTS | zmq.EVENT_CONNECT_RETRIED,
                                           self._routing_id)
             self._dealers[address] = dealer
             self._dealer_peers[dealer] = address
             self._dealer_monitors[address] = monitor
             self._monitors[monitor] = address
-            self._links[address] = _CONNECTING
+            self._peers.opened(address)
             self._poller.register(dealer, zmq.POLLIN)
             self._poller.register(monitor, zmq.POLLIN)
         return dealer
@@ -280,28 +279,19 @@ class Mailbox:
     def _on_monitor_event(self, monitor: zmq.Socket) -> None:
         address = self._monitors[monitor]
         event = recv_monitor_message(monitor)["event"]
-        link = self._links[address]
-        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
-            self._links[address] = _UP
+        reason = self._peers.observe(address, event)
+        if reason is not None:
+            self.announce_lost(address, reason)
+        elif event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
             log.debug("peer_connected", actor=self.name, peer=address)
-        elif event == zmq.EVENT_DISCONNECTED and link == _UP:
-            self._report_lost(address, "connection lost")
-        elif event == zmq.EVENT_CONNECT_RETRIED and link == _CONNECTING:
-            self._report_lost(address, "nothing accepts connections at this address")
-        elif event & HANDSHAKE_FAILED and link != _LOST:
-            self._report_lost(address, REFUSED)
 
-    def _report_lost(self, address: str, reason: str) -> None:
-        self._links[address] = _LOST
+    def announce_lost(self, address: str, reason: str) -> None:
+        """Tell the actor that the peer table found `address` lost; I/O thread only."""
         # What the peer delivered before it went is handed up before its loss.
         while self._router is not None and self._drain_router(False):
             pass
         log.info("peer_lost", actor=self.name, peer=address, reason=reason)
         self._dispatch(self._on_peer_lost, address, reason)
-
-    def peer_lost(self, address: str) -> bool:
-        """Whether the connection to `address` is down and reported lost; I/O thread only."""
-        return self._links.get(address) == _LOST
 
     def _run_timers(self) -> None:
         now = time.monotonic()

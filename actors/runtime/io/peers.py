@@ -1,0 +1,118 @@
+"""`PeerTable`: the one owner of what an actor knows about the peers it sends to.
+
+For each peer address, the state of this actor's connection to it (connecting, up,
+lost) and why it was lost; the requests waiting on a reply, with their deadlines;
+and the liveness settings its connections use. Whether a peer is lost is decided
+here, once: the mailbox reports what its monitors see (`observe`), the actor's owner
+reports what it learnt another way (`report_lost`: a thread's own connection dropped,
+a caller's connection closed), and the first report of a loss wins. The table does
+no I/O and reads no clock: its methods say what happened, and the actor acts on it
+(on the I/O thread; `register` alone may be called from any thread).
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+
+import zmq
+
+from ..concurrency.deadlines import Deadlines
+from ..concurrency.futures import Future
+from .sockets import HANDSHAKE_FAILED, REFUSED
+
+CONNECTING, UP, LOST = "connecting", "up", "lost"
+
+NOTHING_LISTENS = "nothing accepts connections at this address"
+CONNECTION_LOST = "connection lost"
+
+
+class Liveness(NamedTuple):
+    """ZMTP heartbeats of every connection: a ping each `heartbeat_ms`, and the
+    connection dropped when nothing comes back within `timeout_ms`."""
+
+    heartbeat_ms: int
+    timeout_ms: int
+
+
+class Pending(NamedTuple):
+    """A request waiting for its reply."""
+
+    future: Future
+    peer: str
+    kind: int
+    timeout: Optional[float]
+
+
+class PeerTable:
+    """Peers by address: connection state, why a peer was lost, and pending requests."""
+
+    def __init__(self, liveness: Liveness):
+        self.liveness = liveness
+        self._links: Dict[str, str] = {}
+        self._reasons: Dict[str, str] = {}
+        self._pending: Dict[int, Pending] = {}
+        self._deadlines = Deadlines()
+
+    # ---- connections --------------------------------------------------------------
+
+    def opened(self, peer: str) -> None:
+        """A connection to `peer` is being made (a peer already lost stays lost until a
+        handshake succeeds)."""
+        self._links.setdefault(peer, CONNECTING)
+
+    def observe(self, peer: str, event: int) -> Optional[str]:
+        """Note a monitor `event` of the connection to `peer`; the reason, if it makes
+        the peer lost now."""
+        link = self._links.get(peer)
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self._links[peer] = UP
+            self._reasons.pop(peer, None)
+            return None
+        if event == zmq.EVENT_DISCONNECTED and link == UP:
+            return self._lose(peer, CONNECTION_LOST)
+        if event == zmq.EVENT_CONNECT_RETRIED and link == CONNECTING:
+            return self._lose(peer, NOTHING_LISTENS)
+        if event & HANDSHAKE_FAILED and link != LOST:
+            return self._lose(peer, REFUSED)
+        return None
+
+    def report_lost(self, peer: str, reason: str) -> bool:
+        """Someone else saw `peer` go; True if that makes it lost now (it was not yet)."""
+        return self._links.get(peer) != LOST and self._lose(peer, reason) is not None
+
+    def _lose(self, peer: str, reason: str) -> str:
+        self._links[peer] = LOST
+        self._reasons[peer] = reason
+        return reason
+
+    def lost(self, peer: str) -> Optional[str]:
+        """Why `peer` is lost, or None while it is not."""
+        return self._reasons.get(peer) if self._links.get(peer) == LOST else None
+
+    # ---- requests -----------------------------------------------------------------
+
+    def register(self, req_id: int, pending: Pending) -> None:
+        """A request about to be sent (any thread: one dict insertion)."""
+        self._pending[req_id] = pending
+
+    def forget(self, req_id: int) -> Optional[Pending]:
+        """Take a request out: answered, failed, or never sent."""
+        return self._pending.pop(req_id, None)
+
+    def sent(self, req_id: int, deadline: Optional[float]) -> bool:
+        """The request left with `deadline` (monotonic, or None); True if it is now the
+        earliest deadline (the expiry timer must move up)."""
+        return deadline is not None and self._deadlines.push(deadline, req_id, self._pending)
+
+    def earliest_deadline(self) -> Optional[float]:
+        return self._deadlines.earliest()
+
+    def expired(self, now: float) -> List[Pending]:
+        """Take out the requests whose deadline is at or before `now`."""
+        due = self._deadlines.due(now, self._pending.__contains__)
+        return [self._pending.pop(req_id) for req_id in due]
+
+    def take_requests(self, which: Callable[[Pending], bool]) -> List[Pending]:
+        """Take out every pending request `which` selects."""
+        chosen: List[Tuple[int, Pending]] = [
+            (req_id, p) for req_id, p in list(self._pending.items()) if which(p)]
+        return [p for req_id, p in chosen if self._pending.pop(req_id, None) is not None]
