@@ -1,6 +1,7 @@
 """Bounded waits for tests: poll a condition until it holds or a deadline passes."""
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable, Optional
 
@@ -23,3 +24,14 @@ def raised_by(fn: Callable[..., Any], *args: Any) -> Optional[BaseException]:
     except Exception as exc:  # noqa: BLE001 - handed to the test to inspect
         return exc
     return None
+
+
+def run_in_threads(target: Callable[[int], Any], count: int, timeout: float) -> bool:
+    """Run `target(i)` on `count` threads at once; True if all ended within `timeout`."""
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    return not any(thread.is_alive() for thread in threads)

@@ -1,5 +1,4 @@
 """rpc_sync, rpc_async and remote functions in a world of three processes."""
-import threading
 
 import numpy as np
 import pytest
@@ -10,6 +9,7 @@ from actors.runtime import RemoteError, RequestTimeoutError
 from actors.runtime.protocol import envelope
 from actors.runtime.protocol import Kind
 from tests.rpc import workers
+from tests.waiting import run_in_threads
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -125,9 +125,5 @@ def test_many_threads_can_call_at_once(world):
         except Exception as exc:  # noqa: BLE001
             errors.append(exc)
 
-    threads = [threading.Thread(target=caller, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    assert run_in_threads(caller, 16, 30)
     assert not errors and sorted(results) == [2 * i for i in range(16)]

@@ -8,6 +8,7 @@ import pytest
 from actors.runtime import (Actor, ActorStoppedError, AddressInUseError, Future, Kind,
                             PeerLostError, RequestTimeoutError, UnknownKindError)
 from tests.runtime import peers
+from tests.waiting import run_in_threads
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -112,12 +113,7 @@ def test_requests_from_many_threads_each_get_their_own_reply(peer_process, clien
             if client.request(address, peers.ECHO, value, timeout=20).wait(20) != value:
                 errors.append(value)
 
-    threads = [threading.Thread(target=caller, args=(w,)) for w in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    assert not errors and not any(t.is_alive() for t in threads)
+    assert run_in_threads(caller, 8, 30) and not errors
 
 
 def test_a_handler_that_returns_a_future_is_answered_when_it_completes():
@@ -156,12 +152,7 @@ def test_replies_sent_by_worker_threads_never_strand_a_request_that_arrives_mean
                         if future.wait(10) != (tag, round_, i):
                             failures.append((tag, round_, i))
 
-        threads = [threading.Thread(target=burst, args=(tag,)) for tag in range(4)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-        assert not any(thread.is_alive() for thread in threads)
+        assert run_in_threads(burst, 4, 60)
         assert failures == []
 
 

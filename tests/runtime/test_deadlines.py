@@ -10,6 +10,7 @@ import pytest
 from actors.runtime import RequestTimeoutError
 from actors.runtime.concurrency.deadlines import Deadlines
 from tests.runtime.peers import SLOW
+from tests.waiting import run_in_threads
 
 
 def test_due_returns_the_pending_requests_whose_deadline_passed_in_deadline_order():
@@ -70,11 +71,6 @@ def test_requests_with_timeouts_from_16_threads_for_30_s_all_finish_within_timeo
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=caller, args=(seed,)) for seed in range(16)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors and not any(thread.is_alive() for thread in threads)
+    assert run_in_threads(caller, 16, 60) and not errors
     assert not late, f"{len(late)} requests finished late, e.g. {late[:3]}"
     assert outcomes["answered"] > 20 and outcomes["timed out"] > 20, outcomes
