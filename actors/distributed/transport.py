@@ -25,7 +25,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Set
 import numpy as np
 
 from actors.network import host_of
-from actors.runtime import Actor, Kind, Message, PeerLostError
+from actors.runtime import Actor, ActorStoppedError, Kind, Message, PeerLostError
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol.serialization import INBAND_LIMIT
 
@@ -57,6 +57,7 @@ class Transport:
         self._senders = senders = Senders(rank)
         self._ranks: Dict[str, int] = {}  # peer address -> global rank
         self._addresses: List[str] = []
+        self._closed = False
         self._hosted: Set[int] = set()  # the other ranks on this host
         ranks = self._ranks
         self._actor = Actor(f"tcp://{host}:0", name=f"pg-rank{rank}", num_worker_threads=1,
@@ -157,17 +158,26 @@ class Transport:
                             SHARE_TIMEOUT).wait(SHARE_TIMEOUT)
 
     def close(self, flush_timeout: float = 2.0) -> None:
-        """Tell every live peer this rank leaves, then stop; `flush_timeout` bounds the wait.
+        """Tell every live peer this rank leaves, then stop; `flush_timeout` bounds the
+        whole of it. A second call does nothing.
 
         The peer's answer comes after every earlier message on the same connection:
         nothing handed to the transport is dropped by closing its sockets, and the peer
         knows this rank left before it sees the connection drop (not a crash).
         """
+        if self._closed:
+            return
+        self._closed = True
         deadline = time.monotonic() + flush_timeout
         lost = self.inbox.lost()
-        notices = {r: self._actor.request(address, Kind.PG_LEAVE, self.rank, flush_timeout)
-                   for r, address in enumerate(self._addresses)
-                   if r != self.rank and r not in lost}
+        notices = {}
+        for r, address in enumerate(self._addresses):
+            if r != self.rank and r not in lost:
+                try:
+                    notices[r] = self._actor.request(address, Kind.PG_LEAVE, self.rank,
+                                                     flush_timeout)
+                except ActorStoppedError:
+                    break  # stopped already: nothing more leaves
         for r, notice in notices.items():
             try:
                 notice.wait(max(0.0, deadline - time.monotonic()))
@@ -175,7 +185,7 @@ class Transport:
                 log.info("pg_leave_unconfirmed", rank=self.rank, peer=r,
                          reason=f"{type(exc).__name__}: {exc}")
         self.inbox.close("the process group was destroyed")
-        self._actor.stop()
+        self._actor.stop(max(0.1, deadline - time.monotonic()))
         self._shared.close()
 
 

@@ -96,7 +96,9 @@ def init_process_group(backend: Optional[str] = None, init_method: Optional[str]
 def _leave_at_exit(deadline: float) -> None:
     """At a normal exit without `destroy_process_group`, tell the peers this rank leaves
     (after everything it sent), so that they fail only waits for its messages."""
-    world = _world
+    global _world
+    with _lock:
+        world, _world = _world, None
     if world is not None:
         world.group.transport.close(max(0.0, deadline - time.monotonic()))
 

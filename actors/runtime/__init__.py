@@ -51,8 +51,9 @@ ZAP handler's socket   pyzmq's authenticator       its thread              its t
 the pending requests with their deadlines, the heartbeat settings. The monitors feed
 it, and so does an owner that learnt of a loss another way (`ActorCore.report_lost`:
 the RPC agent, when a thread's own `Channel` to a worker drops or a caller's
-connection closes); the first report decides, and the loss is announced once, after
-the requests already waiting in the mailbox are handed up.
+connection closes); the first report decides, and the loss is announced once. Where
+the I/O thread reads the mailbox (process-group transports, the store server), the
+requests already waiting in it are handed up first.
 
 Nothing else touches a socket. Resource owners (`Actor`, `Channel`) release their
 threads and sockets when closed or dropped; their finalizers only ask, and never

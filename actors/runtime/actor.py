@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import time
 import weakref
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import zmq
 
@@ -36,7 +36,7 @@ from .protocol.bounded import text_of
 from .protocol.envelope import Message
 from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError,
                      UnknownKindError)
-from .concurrency.futures import Future
+from .concurrency.futures import Future, failed
 from .io.attachments import Attachment, MessageHandler, check_type, open_socket
 from .io.context import process_context
 from .concurrency.leaders import LeaderPool
@@ -57,8 +57,6 @@ Handler = Callable[[Message], Any]
 class _Registration(NamedTuple):
     fn: Handler
     inline: bool
-
-
 
 
 class ActorCore:
@@ -142,27 +140,30 @@ class ActorCore:
         self._mailbox.stop(timeout)
         self._pool.stop(timeout)
 
-    def confirm_delivery(self, deadline: float) -> Dict[str, int]:
-        """Have every peer sent to since the last confirmation answer, waiting until
-        `deadline` (monotonic); returns the peers that did not, with the number of
-        messages each was sent meanwhile."""
+    def confirm_delivery(self, deadline: float) -> Dict[str, Tuple[int, Future]]:
+        """Ask each peer sent to since the last confirmation for an answer, which comes
+        after every earlier message on that connection.
+
+        Returns each such peer with the number of messages it was sent meanwhile and
+        the future of its answer (the caller waits); nothing once the actor is stopped.
+        RequestTimeoutError if the I/O thread does not say whom it sent to by `deadline`
+        (monotonic).
+        """
         snapshot = Future()
         try:
             self._mailbox.call_soon(lambda: snapshot.set_result(self._mailbox.take_unconfirmed()))
             counts = snapshot.wait(max(0.0, deadline - time.monotonic()))
         except ActorStoppedError:
             return {}
-        except RequestTimeoutError:
-            return {"(every peer: the I/O thread did not answer)": 0}
-        pings = {peer: self.request(peer, Kind.PING, None, max(1e-3, deadline - time.monotonic()))
-                 for peer in counts}
-        unanswered = {}
-        for peer, ping in pings.items():
+        answers: Dict[str, Tuple[int, Future]] = {}
+        for peer, count in counts.items():
             try:
-                ping.wait(max(0.0, deadline - time.monotonic()))
-            except Exception:  # noqa: BLE001 - lost, timed out or stopped: not confirmed
-                unanswered[peer] = counts[peer]
-        return unanswered
+                answer = self.request(peer, Kind.PING, None,
+                                      max(1e-3, deadline - time.monotonic()))
+            except ActorStoppedError as exc:
+                answer = failed(exc)
+            answers[peer] = (count, answer)
+        return answers
 
     def _teardown(self) -> None:
         """The mailbox's sockets are closed: close the router, fail what is pending."""
@@ -304,7 +305,7 @@ class ActorCore:
         if msg.oneway or msg.sender is None:
             return
         self._send_to_sender(msg.sender,
-                                     envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
+                             envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
         """Send an unsolicited event to the sender of request `msg`, tagged with its id."""
@@ -550,7 +551,6 @@ def _delegate(name: str) -> property:
 
 
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
-              "report_lost",
-              "on_push", "request", "notify", "reply", "reply_error", "push", "call_later",
-              "call_soon", "close_soon", "attach"):
+              "report_lost", "on_push", "request", "notify", "reply", "reply_error", "push",
+              "call_later", "call_soon", "close_soon", "attach"):
     setattr(Actor, _name, _delegate(_name))

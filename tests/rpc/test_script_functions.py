@@ -30,11 +30,13 @@ def test_a_callee_running_the_same_script_shares_its_module_state_like_torch():
     assert result["tallies"] == [1, 2]           # the callee's own class, its own class state
     assert result["callbacks"] == [1, 2]         # a spawned child's script functions, back
     assert result["locked"] == [4, 5, 6]         # a module-level lock travels by name
+    assert result["guarded"] == [0, 2]           # defined under the main guard: by value
 
 
 def test_a_callee_running_another_program_gets_the_functions_by_value():
     result = run_script("other")
     assert result["bumps"] == [1, 1, 1] and result["tallies"] == [1, 1]
+    assert result["guarded"] == [0, 2]
     assert "bump of script" in result["locked"] and "cannot travel by value" in result["locked"]
     assert "cannot pickle '_thread.lock'" in result["locked"]
 
@@ -60,22 +62,56 @@ def test_a_definition_without_a_value_names_why_it_cannot_be_rebuilt():
         resolve_script_definition("bump", "/elsewhere/s.py", "TypeError: cannot pickle 'lock'")
 
 
-def test_a_receiver_known_to_run_the_same_script_gets_the_name_without_the_value(monkeypatch):
+SCRIPT_WITH_A_GUARD = """
+def triple_for_test(x):
+    return 3 * x
+
+if __name__ == "__main__":
+    def guarded_for_test(x):
+        return 4 * x
+"""
+
+
+def _as_script_definition(fn, monkeypatch):
     import __main__
 
+    fn.__module__, fn.__qualname__ = "__main__", fn.__name__
+    monkeypatch.setattr(__main__, fn.__name__, fn, raising=False)
+    return fn
+
+
+def test_a_receiver_known_to_run_the_same_script_gets_a_top_level_definition_by_name_alone(
+        tmp_path, monkeypatch):
     from actors.runtime.protocol import script_refs
 
-    def triple(x):
+    def triple_for_test(x):
         return 3 * x
 
-    triple.__module__, triple.__qualname__ = "__main__", "triple_for_test"
-    monkeypatch.setattr(__main__, "triple_for_test", triple, raising=False)
-    monkeypatch.setattr(script_refs, "script_path", lambda: "/here/script.py")
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT_WITH_A_GUARD)
+    triple = _as_script_definition(triple_for_test, monkeypatch)
+    monkeypatch.setattr(script_refs, "script_path", lambda: str(script))
     with script_refs.same_script_receiver(True):
         _, (qualname, path, value) = reduce_script_definition(triple)
-    assert (qualname, path, value) == ("triple_for_test", "/here/script.py", None)
-    _, (_, _, value) = reduce_script_definition(triple)
+    assert (qualname, path, value) == ("triple_for_test", str(script), None)
+    _, (_, _, value) = reduce_script_definition(triple)  # a receiver that may not have it
     assert cloudpickle.loads(value)(2) == 6
-    assert resolve_script_definition("triple_for_test", "/here/script.py", None) is triple
+    assert resolve_script_definition("triple_for_test", str(script), None) is triple
     with pytest.raises(LookupError, match="its value was not sent"):
         resolve_script_definition("triple_for_test", "/elsewhere/s.py", None)
+
+
+def test_a_definition_made_under_a_condition_keeps_its_value_even_for_the_same_script(
+        tmp_path, monkeypatch):
+    from actors.runtime.protocol import script_refs
+
+    def guarded_for_test(x):
+        return 4 * x
+
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT_WITH_A_GUARD)
+    guarded = _as_script_definition(guarded_for_test, monkeypatch)
+    monkeypatch.setattr(script_refs, "script_path", lambda: str(script))
+    with script_refs.same_script_receiver(True):
+        _, (_, _, value) = reduce_script_definition(guarded)
+    assert cloudpickle.loads(value)(2) == 8  # a spawned child skips the guarded block

@@ -38,7 +38,6 @@ _RECV_BATCH = 64
 _LONGEST_POLL_MS = 60_000
 
 
-
 class TimerHandle:
     __slots__ = ("deadline", "fn", "args", "cancelled")
 
@@ -72,7 +71,7 @@ class Mailbox:
         self._dealer_peers: Dict[zmq.Socket, str] = {}
         self._dealer_monitors: Dict[str, zmq.Socket] = {}
         self._monitors: Dict[zmq.Socket, str] = {}
-        # Messages sent to each peer since the last `take_unconfirmed` (see at_exit.py).
+        # Messages sent to each peer since the last `take_unconfirmed` (see process/at_exit.py).
         self._unconfirmed: Dict[str, int] = {}
         self._router: Optional[Router] = None
         self._on_request: Optional[Callable[[bytes, list], None]] = None

@@ -6,8 +6,9 @@ and the liveness settings its connections use. Whether a peer is lost is decided
 here, once: the mailbox reports what its monitors see (`observe`), the actor's owner
 reports what it learnt another way (`report_lost`: a thread's own connection dropped,
 a caller's connection closed), and the first report of a loss wins. The table does
-no I/O and reads no clock: its methods say what happened, and the actor acts on it
-(on the I/O thread; `register` alone may be called from any thread).
+no I/O and reads no clock: its methods say what happened, and the actor acts on it,
+on the I/O thread; `register` and `forget` may be called from any thread (one dict
+operation each, atomic under the GIL), so the I/O thread iterates over a copy.
 """
 from __future__ import annotations
 
@@ -77,7 +78,10 @@ class PeerTable:
 
     def report_lost(self, peer: str, reason: str) -> bool:
         """Someone else saw `peer` go; True if that makes it lost now (it was not yet)."""
-        return self._links.get(peer) != LOST and self._lose(peer, reason) is not None
+        if self._links.get(peer) == LOST:
+            return False
+        self._lose(peer, reason)
+        return True
 
     def _lose(self, peer: str, reason: str) -> str:
         self._links[peer] = LOST
@@ -109,10 +113,10 @@ class PeerTable:
     def expired(self, now: float) -> List[Pending]:
         """Take out the requests whose deadline is at or before `now`."""
         due = self._deadlines.due(now, self._pending.__contains__)
-        return [self._pending.pop(req_id) for req_id in due]
+        return [p for p in (self._pending.pop(req_id, None) for req_id in due) if p is not None]
 
     def take_requests(self, which: Callable[[Pending], bool]) -> List[Pending]:
         """Take out every pending request `which` selects."""
         chosen: List[Tuple[int, Pending]] = [
-            (req_id, p) for req_id, p in list(self._pending.items()) if which(p)]
+            (req_id, p) for req_id, p in self._pending.copy().items() if which(p)]
         return [p for req_id, p in chosen if self._pending.pop(req_id, None) is not None]

@@ -1,7 +1,7 @@
 """`Router`: an actor's ROUTER socket, the only code that touches it.
 
 The socket is guarded by one lock. Whoever reads requests (the mailbox's I/O thread,
-or the worker that leads the reading, see `leaders.py`) calls `take` and waits on
+or the worker that leads the reading, see `concurrency/leaders.py`) calls `take` and waits on
 `fd`; any thread that answers a request calls `send`. ZeroMQ allows a socket to pass
 between threads with a full memory barrier between uses, which the lock provides.
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import atexit
 import multiprocessing.util
+import os
 import threading
 import time
 import weakref
 from typing import Any, Callable, List
 
+from ..errors import RequestTimeoutError
 from .log import get_logger
 
 log = get_logger(__name__)
@@ -76,7 +78,33 @@ def flush_all(timeout: float = EXIT_FLUSH_TIMEOUT) -> None:
             log.exception("exit_handler_failed", handler=getattr(handler, "__qualname__", ""))
     with _lock:
         actors = list(_actors)
+    answers = []
     for actor in actors:
-        for peer, count in actor.confirm_delivery(deadline).items():
-            log.warning("messages_maybe_undelivered_at_exit", actor=actor.name, peer=peer,
+        try:
+            answers += [(actor.name, peer, count, answer)
+                        for peer, (count, answer) in actor.confirm_delivery(deadline).items()]
+        except RequestTimeoutError:
+            log.warning("exit_flush_skipped", actor=actor.name,
+                        reason="its I/O thread did not answer")
+        except Exception:  # noqa: BLE001 - the other actors' messages still count
+            log.exception("exit_flush_failed", actor=actor.name)
+    # Every ping is out before any is waited for: one silent peer costs the deadline once.
+    for name, peer, count, answer in answers:
+        try:
+            answer.wait(max(0.0, deadline - time.monotonic()))
+        except Exception:  # noqa: BLE001 - lost, timed out or stopped: not confirmed
+            log.warning("messages_maybe_undelivered_at_exit", actor=name, peer=peer,
                         messages=count)
+
+
+def _forget_the_parent() -> None:
+    """A forked child runs none of its parent's actors, and none of its exit handlers."""
+    global _lock, _actors, _registered, _flushed
+    _lock = threading.Lock()
+    _actors = weakref.WeakSet()
+    _handlers.clear()
+    # multiprocessing clears its exit finalizers in a forked child: register anew.
+    _registered = _flushed = False
+
+
+os.register_at_fork(after_in_child=_forget_the_parent)

@@ -3,14 +3,11 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Sequence
 
-from ..protocol import json_codec
-
-from ..protocol import serialization
+from ..errors import ProtocolError
+from . import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, json_codec,
+               pack_header, serialization, unpack_header)
 from .bounded import text_of
 from .remote_errors import error_payload
-from ..errors import ProtocolError
-from ..protocol import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, pack_header,
-                       unpack_header)
 
 
 class Message:
@@ -40,7 +37,7 @@ class Message:
         return bool(self.flags & ONEWAY)
 
     def __repr__(self) -> str:
-        from ..protocol import kind_name
+        from . import kind_name
 
         return f"<Message {kind_name(self.kind)} req={self.req_id} flags={Flag(self.flags)!r}>"
 

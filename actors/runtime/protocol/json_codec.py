@@ -20,7 +20,7 @@ from typing import Any, List, Sequence, Tuple
 
 import numpy as np
 
-from ..protocol import json_limits
+from . import json_limits
 from .bounded import quote, text_of
 from ..errors import ProtocolError
 

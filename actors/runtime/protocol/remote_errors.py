@@ -23,7 +23,7 @@ import cloudpickle
 
 from .bounded import MESSAGE_LIMIT, shorten, text_of
 from ..errors import (ActorStoppedError, PeerLostError, ProtocolError, RemoteError,
-                     RequestTimeoutError, SafeModeError, UnknownKindError)
+                      RequestTimeoutError, SafeModeError, UnknownKindError)
 from .serialization import PICKLE_PROTOCOL, pickle_allowed
 
 # What an error reply holds at most besides its message (`bounded.MESSAGE_LIMIT`):

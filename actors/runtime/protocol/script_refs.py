@@ -11,12 +11,16 @@ whose value cannot be pickled (it uses a module-level lock, say) travels by name
 only, and only a receiver running the same script can call it.
 
 A sender that knows its receiver runs the same script (an RPC world publishes each
-worker's script) says so with `same_script_receiver`: the value is then left out,
-the sender checks a definition once per (script, name), and the receiver looks it
-up by name instead of rebuilding it from its value on every message.
+worker's script) says so with `same_script_receiver`: the value of a definition made
+by a top-level ``def`` or ``class`` statement of the script is then left out, the
+sender checks it once per (script, name), and the receiver looks it up by name instead
+of rebuilding it from its value on every message. A definition made under ``if
+__name__ == "__main__":`` (or any other condition) keeps its value beside: a process
+that imports the script, as a spawned child does, may not have made it.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import sys
@@ -81,8 +85,10 @@ def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
         if name is None:
             return None
         _names[obj] = name
-    value = None if getattr(_receiver, "same", False) else _by_value(obj)
-    return resolve_script_definition, (*name, value)
+    qualname, path = name
+    by_name = getattr(_receiver, "same", False) and \
+        qualname.split(".", 1)[0] in _unconditional_definitions(path)
+    return resolve_script_definition, (qualname, path, None if by_name else _by_value(obj))
 
 
 def _script_name(obj: Any) -> Optional[Tuple[str, str]]:
@@ -95,6 +101,19 @@ def _script_name(obj: Any) -> Optional[Tuple[str, str]]:
     if path is None or lookup_qualname(sys.modules[obj.__module__], qualname) is not obj:
         return None
     return qualname, path
+
+
+@functools.lru_cache(maxsize=8)
+def _unconditional_definitions(path: str) -> frozenset:
+    """The names bound by the top-level ``def`` and ``class`` statements of the script at
+    `path`: every process that runs or imports it makes them."""
+    try:
+        with open(path, "rb") as source:
+            tree = ast.parse(source.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    return frozenset(node.name for node in tree.body if isinstance(
+        node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
 
 
 def resolve_script_definition(qualname: str, path: str, value: Any) -> Any:

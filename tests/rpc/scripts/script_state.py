@@ -58,7 +58,7 @@ def serve(port: int) -> None:
     actors.shutdown()
 
 
-def main(mode: str) -> dict:
+def main(mode: str, guarded=None) -> dict:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
@@ -79,6 +79,7 @@ def main(mode: str) -> dict:
             "tallies": [actors.remote("worker1", Tally).rpc_sync().count() for _ in range(2)],
             "callbacks": [actors.rpc_sync("worker1", bump_the_caller, args=("driver",))
                           for _ in range(2)] if mode == "same" else [],
+            "guarded": [actors.rpc_sync("worker1", guarded, args=(i,)) for i in range(2)],
         }
         try:
             result["locked"] = [actors.rpc_sync("worker1", bump) for _ in range(3)]
@@ -92,4 +93,8 @@ def main(mode: str) -> dict:
 
 
 if __name__ == "__main__":
-    print(json.dumps(main(sys.argv[1])), flush=True)
+    def double_here(x: int) -> int:
+        """Defined only where the script runs as __main__: a spawned child lacks it."""
+        return 2 * x
+
+    print(json.dumps(main(sys.argv[1], double_here)), flush=True)
