@@ -26,6 +26,7 @@ import numpy as np
 
 from actors.network import host_of
 from actors.runtime import Actor, ActorStoppedError, Kind, Message, PeerLostError
+from actors.runtime.concurrency.futures import failures_by
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol.serialization import INBAND_LIMIT
 
@@ -98,13 +99,10 @@ class Transport:
         deadline = time.monotonic() + timeout
         pings = {r: self._actor.request(address, Kind.PING, None, timeout)
                  for r, address in enumerate(addresses) if r != self.rank}
-        for r, ping in pings.items():
-            try:
-                ping.wait(max(0.0, deadline - time.monotonic()))
-            except PeerLostError:
-                # A rank with nothing to do with this one may be done and gone already.
-                if not self.inbox.has_left(r):
-                    raise
+        for r, exc in failures_by(pings, deadline).items():
+            # A rank with nothing to do with this one may be done and gone already.
+            if not (isinstance(exc, PeerLostError) and self.inbox.has_left(r)):
+                raise exc
 
     def send(self, rank: int, key: tuple, call: tuple, data: Any, keep: bool = False) -> None:
         """Send `data` to global `rank`, which finds it under `key` + (this rank,); the
@@ -178,12 +176,9 @@ class Transport:
                                                      flush_timeout)
                 except ActorStoppedError:
                     break  # stopped already: nothing more leaves
-        for r, notice in notices.items():
-            try:
-                notice.wait(max(0.0, deadline - time.monotonic()))
-            except Exception as exc:  # noqa: BLE001 - a peer gone meanwhile receives nothing
-                log.info("pg_leave_unconfirmed", rank=self.rank, peer=r,
-                         reason=f"{type(exc).__name__}: {exc}")
+        for r, exc in failures_by(notices, deadline).items():  # a peer gone receives nothing
+            log.info("pg_leave_unconfirmed", rank=self.rank, peer=r,
+                     reason=f"{type(exc).__name__}: {exc}")
         self.inbox.close("the process group was destroyed")
         self._actor.stop(max(0.1, deadline - time.monotonic()))
         self._shared.close()

@@ -408,13 +408,15 @@ class _Sending:
 
     def __init__(self, info: WorkerInfo, same_script: bool):
         self.info = info
-        self.script = same_script_receiver(same_script)
+        self.script = same_script_receiver(True) if same_script else None
 
     def __enter__(self) -> None:
-        self.script.__enter__()
+        if self.script is not None:
+            self.script.__enter__()
 
     def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
-        self.script.__exit__()
+        if self.script is not None:
+            self.script.__exit__()
         if exc is None or not isinstance(exc, Exception) or isinstance(exc, self._PASS) \
                 or getattr(exc, "remote_traceback", None) is not None:  # raised by the callee
             return False

@@ -72,46 +72,54 @@ if __name__ == "__main__":
 """
 
 
-def _as_script_definition(fn, monkeypatch):
+@pytest.fixture
+def script_with_a_guard(tmp_path, monkeypatch):
+    """`SCRIPT_WITH_A_GUARD` as this process's script; yields a function that makes a
+    local function one of its definitions."""
+    from actors.runtime.protocol import script_refs
+
     import __main__
 
-    fn.__module__, fn.__qualname__ = "__main__", fn.__name__
-    monkeypatch.setattr(__main__, fn.__name__, fn, raising=False)
-    return fn
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT_WITH_A_GUARD)
+    monkeypatch.setattr(script_refs, "script_path", lambda: str(script))
+
+    def as_script_definition(fn):
+        fn.__module__, fn.__qualname__ = "__main__", fn.__name__
+        monkeypatch.setattr(__main__, fn.__name__, fn, raising=False)
+        return fn
+
+    yield str(script), as_script_definition
 
 
 def test_a_receiver_known_to_run_the_same_script_gets_a_top_level_definition_by_name_alone(
-        tmp_path, monkeypatch):
+        script_with_a_guard):
     from actors.runtime.protocol import script_refs
 
     def triple_for_test(x):
         return 3 * x
 
-    script = tmp_path / "script.py"
-    script.write_text(SCRIPT_WITH_A_GUARD)
-    triple = _as_script_definition(triple_for_test, monkeypatch)
-    monkeypatch.setattr(script_refs, "script_path", lambda: str(script))
+    script, as_script_definition = script_with_a_guard
+    triple = as_script_definition(triple_for_test)
     with script_refs.same_script_receiver(True):
         _, (qualname, path, value) = reduce_script_definition(triple)
-    assert (qualname, path, value) == ("triple_for_test", str(script), None)
+    assert (qualname, path, value) == ("triple_for_test", script, None)
     _, (_, _, value) = reduce_script_definition(triple)  # a receiver that may not have it
     assert cloudpickle.loads(value)(2) == 6
-    assert resolve_script_definition("triple_for_test", str(script), None) is triple
+    assert resolve_script_definition("triple_for_test", script, None) is triple
     with pytest.raises(LookupError, match="its value was not sent"):
         resolve_script_definition("triple_for_test", "/elsewhere/s.py", None)
 
 
 def test_a_definition_made_under_a_condition_keeps_its_value_even_for_the_same_script(
-        tmp_path, monkeypatch):
+        script_with_a_guard):
     from actors.runtime.protocol import script_refs
 
     def guarded_for_test(x):
         return 4 * x
 
-    script = tmp_path / "script.py"
-    script.write_text(SCRIPT_WITH_A_GUARD)
-    guarded = _as_script_definition(guarded_for_test, monkeypatch)
-    monkeypatch.setattr(script_refs, "script_path", lambda: str(script))
+    _, as_script_definition = script_with_a_guard
+    guarded = as_script_definition(guarded_for_test)
     with script_refs.same_script_receiver(True):
         _, (_, _, value) = reduce_script_definition(guarded)
     assert cloudpickle.loads(value)(2) == 8  # a spawned child skips the guarded block

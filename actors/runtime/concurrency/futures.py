@@ -6,7 +6,7 @@ I/O thread), so they must be short; `then` chains a transformation.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
 from .blocking import about_to_block
 from ..errors import RequestTimeoutError
@@ -21,6 +21,7 @@ class InvalidStateError(RuntimeError):
 
 
 _PENDING = object()
+K = TypeVar("K")
 
 
 class Future:
@@ -155,3 +156,17 @@ def wait_all(futures: Iterable[Future], timeout: Optional[float] = None) -> list
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         values.append(future.wait(remaining))
     return values
+
+
+def failures_by(futures: Dict[K, Future], deadline: float) -> Dict[K, BaseException]:
+    """Wait for every future until `deadline` (monotonic); the ones that failed or did
+    not complete in time, with their exception, by key."""
+    import time
+
+    failures: Dict[K, BaseException] = {}
+    for key, future in futures.items():
+        try:
+            future.wait(max(0.0, deadline - time.monotonic()))
+        except Exception as exc:  # noqa: BLE001 - handed to the caller
+            failures[key] = exc
+    return failures

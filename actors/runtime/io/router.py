@@ -21,8 +21,7 @@ import zmq
 from .context import process_context
 from ..errors import AddressInUseError
 from ..process.log import get_logger
-from .security import secure
-from .sockets import EVENTS, POLLIN, open_monitor, recv_frames, send_frames
+from .sockets import EVENTS, POLLIN, new_socket, open_monitor, recv_frames, send_frames
 
 log = get_logger(__name__)
 
@@ -42,19 +41,10 @@ class Router:
         self._is_reader: Callable[[], bool] = _no
         self._wake_reader: Callable[[], None] = _nothing
         self._senders: Optional[Dict[bytes, int]] = None  # identity -> connection fd
-        sock = process_context().socket(zmq.ROUTER)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        sock.setsockopt(zmq.RCVHWM, 0)
-        sock.setsockopt(zmq.SNDHWM, 0)
         # Before bind: a listener takes the socket's options when it is bound.
-        sock.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
-        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)
-        try:
-            secure(sock, server=True)
-        except BaseException:
-            sock.close(0)
-            raise
+        sock = new_socket(process_context(), zmq.ROUTER, heartbeat_ms, heartbeat_timeout_ms,
+                          server=True)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         if address.startswith("tcp://") and address.endswith(":0"):
             address = address[:-2] + ":*"
         try:

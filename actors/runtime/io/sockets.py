@@ -62,6 +62,27 @@ def close_monitored(sock: zmq.Socket, monitor: zmq.Socket) -> None:
     sock.close(0)
 
 
+def new_socket(ctx: zmq.Context, socket_type: int, heartbeat_ms: int,
+               heartbeat_timeout_ms: int, *, server: bool,
+               routing_id: Optional[bytes] = None) -> zmq.Socket:
+    """A socket with the runtime's options: no linger on close, unbounded queues (the
+    caller bounds what it sends), ZMTP heartbeats, `routing_id` if given, and the
+    process's security on the `server` side or not. Closed again if one is refused."""
+    sock = ctx.socket(socket_type)
+    try:
+        for option, value in ((zmq.LINGER, 0), (zmq.SNDHWM, 0), (zmq.RCVHWM, 0),
+                              (zmq.HEARTBEAT_IVL, heartbeat_ms),
+                              (zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)):
+            sock.setsockopt(option, value)
+        if routing_id is not None:
+            sock.setsockopt(zmq.ROUTING_ID, routing_id)
+        secure(sock, server=server)
+    except BaseException:
+        sock.close(0)
+        raise
+    return sock
+
+
 def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int, heartbeat_timeout_ms: int,
                 events: int = MONITOR_EVENTS, routing_id: Optional[bytes] = None
                 ) -> Tuple[zmq.Socket, zmq.Socket]:
@@ -73,22 +94,11 @@ def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int, heartbeat_tim
     libzmq blocks its I/O thread once a monitor's queue is full: monitor only the
     events the owner reads while they come, not only when it next uses the socket.
 
-    Unbounded queues (the caller bounds what it sends) and no linger on close. If
-    `connect` refuses the address, both sockets are closed and the error raised.
+    The socket's options are `new_socket`'s. If `connect` refuses the address, both
+    sockets are closed and the error raised.
     """
-    dealer = ctx.socket(zmq.DEALER)
-    dealer.setsockopt(zmq.LINGER, 0)
-    dealer.setsockopt(zmq.SNDHWM, 0)
-    dealer.setsockopt(zmq.RCVHWM, 0)
-    dealer.setsockopt(zmq.HEARTBEAT_IVL, heartbeat_ms)
-    dealer.setsockopt(zmq.HEARTBEAT_TIMEOUT, heartbeat_timeout_ms)
-    try:
-        if routing_id is not None:
-            dealer.setsockopt(zmq.ROUTING_ID, routing_id)
-        secure(dealer, server=False)
-    except BaseException:
-        dealer.close(0)
-        raise
+    dealer = new_socket(ctx, zmq.DEALER, heartbeat_ms, heartbeat_timeout_ms, server=False,
+                        routing_id=routing_id)
     monitor = open_monitor(dealer, events)
     try:
         dealer.connect(address)

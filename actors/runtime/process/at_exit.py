@@ -20,6 +20,7 @@ import time
 import weakref
 from typing import Any, Callable, List
 
+from ..concurrency.futures import failures_by
 from ..errors import RequestTimeoutError
 from .log import get_logger
 
@@ -78,23 +79,20 @@ def flush_all(timeout: float = EXIT_FLUSH_TIMEOUT) -> None:
             log.exception("exit_handler_failed", handler=getattr(handler, "__qualname__", ""))
     with _lock:
         actors = list(_actors)
-    answers = []
+    answers, counts = {}, {}
     for actor in actors:
         try:
-            answers += [(actor.name, peer, count, answer)
-                        for peer, (count, answer) in actor.confirm_delivery(deadline).items()]
+            for peer, (count, answer) in actor.confirm_delivery(deadline).items():
+                answers[actor, peer], counts[actor, peer] = answer, count
         except RequestTimeoutError:
             log.warning("exit_flush_skipped", actor=actor.name,
                         reason="its I/O thread did not answer")
         except Exception:  # noqa: BLE001 - the other actors' messages still count
             log.exception("exit_flush_failed", actor=actor.name)
     # Every ping is out before any is waited for: one silent peer costs the deadline once.
-    for name, peer, count, answer in answers:
-        try:
-            answer.wait(max(0.0, deadline - time.monotonic()))
-        except Exception:  # noqa: BLE001 - lost, timed out or stopped: not confirmed
-            log.warning("messages_maybe_undelivered_at_exit", actor=name, peer=peer,
-                        messages=count)
+    for actor, peer in failures_by(answers, deadline):
+        log.warning("messages_maybe_undelivered_at_exit", actor=actor.name, peer=peer,
+                    messages=counts[actor, peer])
 
 
 def _forget_the_parent() -> None:
