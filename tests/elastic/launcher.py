@@ -115,8 +115,8 @@ def script(tmp_path, name, body):
     return str(path)
 
 
-def launch(agents, *args):
+def launch(agents, *args, env: Optional[Dict[str, Optional[str]]] = None):
     """Start an agent that the `agents` fixture kills at the end of the test."""
-    agent = Agent(list(args))  # cwd: the repository, so examples/ paths work
+    agent = Agent(list(args), env=env)  # cwd: the repository, so examples/ paths work
     agents.append(agent)
     return agent

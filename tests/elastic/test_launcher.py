@@ -127,11 +127,13 @@ def test_the_example_resumes_from_its_checkpoint_after_a_worker_is_killed(tmp_pa
               "--rdzv-id", "train", "--max-restarts", "2", "--rdzv-conf", FAST_CONF,
               "examples/elastic_train.py", "--steps", "60", "--checkpoint-every", "10",
               "--step-delay", "0.05", "--checkpoint", str(checkpoint)]
-    pair = [launch(agents, *common), launch(agents, *common)]
+    # Info-level lines show how far each agent and worker got, should a wait fail.
+    verbose = {"ACTORGRAD_LOG_LEVEL": "info"}
+    pair = [launch(agents, *common, env=verbose), launch(agents, *common, env=verbose)]
     starts = [agent.wait_for_line("restart 0: resuming at step 0") for agent in pair]
     chief, other = pair if starts[0].startswith("[rank0]") else pair[::-1]
     chief.wait_for_line("step 20 loss")  # rank 0 has checkpointed at least twice
-    victim = other.wait_for_line("[rank1]: ").split("(PID ")[1].rstrip(")")
+    victim = other.wait_for_line("restart 0: resuming").split("(PID ")[1].rstrip(")")
     os.kill(int(victim), signal.SIGKILL)
     first, second = pair
     assert second.finish() == 0, second.output
