@@ -135,23 +135,29 @@ class ActorCore:
         self._mailbox.close_soon()
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Tear down and join every thread (each join bounded by `timeout`)."""
+        """Deliver what was sent (see `confirm_delivery`; bounded by `timeout` and
+        `at_exit.EXIT_FLUSH_TIMEOUT`), then tear down and join every thread (each join
+        bounded by `timeout`)."""
+        if self._started and not self._stopped and not self.in_io_thread():
+            at_exit.confirm_deliveries([self], time.monotonic() + min(
+                timeout, at_exit.EXIT_FLUSH_TIMEOUT), "stop")
         self.close_soon()
         self._mailbox.stop(timeout)
         self._pool.stop(timeout)
 
     def confirm_delivery(self, deadline: float) -> Dict[str, Tuple[int, Future]]:
-        """Ask each peer sent to since the last confirmation for an answer, which comes
-        after every earlier message on that connection.
+        """Ask each peer with messages not yet proven delivered for an answer, which
+        comes after every earlier message on that connection (a reply to a request
+        proves what was sent before it, so a peer that answered needs no asking).
 
-        Returns each such peer with the number of messages it was sent meanwhile and
-        the future of its answer (the caller waits); nothing once the actor is stopped.
+        Returns each such peer with the number of messages in question and the future
+        of its answer (the caller waits); nothing once the actor is stopped.
         RequestTimeoutError if the I/O thread does not say whom it sent to by `deadline`
         (monotonic).
         """
         snapshot = Future()
         try:
-            self._mailbox.call_soon(lambda: snapshot.set_result(self._mailbox.take_unconfirmed()))
+            self._mailbox.call_soon(lambda: snapshot.set_result(self._peers.take_unproven()))
             counts = snapshot.wait(max(0.0, deadline - time.monotonic()))
         except ActorStoppedError:
             return {}
@@ -331,7 +337,7 @@ class ActorCore:
             self._fail_request(req_id, PeerLostError(peer, f"the connection is down ({reason})"))
             return
         try:
-            self._mailbox.send_now(peer, frames)
+            self._peers.left_as(req_id, self._mailbox.send_now(peer, frames))
         except Exception as exc:  # noqa: BLE001 - e.g. an address ZeroMQ cannot connect to
             self._fail_request(req_id, PeerLostError(peer, f"cannot send: {exc}"))
 
@@ -373,6 +379,7 @@ class ActorCore:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
                       req_id=header.req_id)
             return
+        self._peers.answered(pending)
         try:
             payload = envelope.read_payload(header, frames)
         except ProtocolError as exc:
@@ -533,8 +540,8 @@ class Actor:
         return self
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Close the mailbox and join every thread; pending requests fail with
-        ActorStoppedError."""
+        """Deliver what was sent (bounded), close the mailbox and join every thread;
+        pending requests fail with ActorStoppedError."""
         self._finalizer.detach()
         self.core.stop(timeout)
 

@@ -1,4 +1,5 @@
-"""A process that ends normally first delivers the messages its code already sent."""
+"""A process that ends normally, or an actor that is stopped, first delivers the messages
+its code already sent."""
 from __future__ import annotations
 
 import subprocess
@@ -17,20 +18,27 @@ pytestmark = pytest.mark.timeout(120)
 COUNTED = 0xF010
 
 SENDER = """
-import sys
+import os, sys
 from actors.runtime import Actor
 actor = Actor(None, name="sender").start()
 for i in range(int(sys.argv[2])):
     actor.notify(sys.argv[1], 0xF010, i)
+if sys.argv[3] == "stop":
+    actor.stop()
+    os._exit(0)  # no exit flush: what arrived, stop() delivered
 """
 
-
-def _sender(address: str, count: int) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", SENDER, address, str(count)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60)
+# How the sender ends: a normal exit, or stop() and then an exit that flushes nothing.
+ENDINGS = ["exit", "stop"]
 
 
-def test_one_way_messages_sent_just_before_a_normal_exit_all_arrive():
+def _sender(address: str, count: int, ending: str = "exit") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SENDER, address, str(count), ending],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_one_way_messages_sent_just_before_a_normal_exit_or_a_stop_all_arrive(ending):
     received = []
     all_in = threading.Event()
     count = 2000
@@ -45,25 +53,26 @@ def test_one_way_messages_sent_just_before_a_normal_exit_all_arrive():
         for _ in range(3):
             received.clear()
             all_in.clear()
-            done = _sender(receiver.address, count)
+            done = _sender(receiver.address, count, ending)
             assert done.returncode == 0, done.stderr
             # The sender has exited: everything it sent was confirmed before it did.
             assert all_in.is_set(), f"{len(received)} of {count} arrived"
             assert received == list(range(count))
 
 
-def test_a_peer_that_never_answers_bounds_the_exit_and_is_named_in_a_warning():
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_a_peer_that_never_answers_bounds_the_exit_or_stop_and_is_named_in_a_warning(ending):
     ctx = zmq.Context.instance()
     silent = ctx.socket(zmq.ROUTER)  # reads nothing, answers nothing
     silent.setsockopt(zmq.LINGER, 0)
     port = silent.bind_to_random_port("tcp://127.0.0.1")
     try:
         started = time.monotonic()
-        done = _sender(f"tcp://127.0.0.1:{port}", 10)
+        done = _sender(f"tcp://127.0.0.1:{port}", 10, ending)
         took = time.monotonic() - started
     finally:
         silent.close(0)
     assert done.returncode == 0, done.stderr
-    assert "messages_maybe_undelivered_at_exit" in done.stderr
+    assert f"messages_maybe_undelivered_at_{ending}" in done.stderr
     assert f"tcp://127.0.0.1:{port}" in done.stderr and "messages=10" in done.stderr
     assert took < 20

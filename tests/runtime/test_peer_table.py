@@ -1,4 +1,5 @@
-"""The peer table alone: connection states, one decision per loss, requests and deadlines."""
+"""The peer table alone: connection states, one decision per loss, requests and deadlines,
+and which messages an answer has proven delivered."""
 from __future__ import annotations
 
 import zmq
@@ -68,3 +69,30 @@ def test_requests_expire_by_deadline_and_a_lost_peers_requests_are_taken_out():
     taken = peers.take_requests(lambda p: p.peer == PEER)
     assert len(taken) == 2 and peers.expired(10.0) == []
     assert peers.forget(1) is None
+
+
+def test_an_answer_proves_delivered_what_was_sent_before_its_request_and_no_more():
+    peers, other = table(), "tcp://b:1"
+    for _ in range(3):
+        peers.count_sent(PEER)  # three one-way messages
+    peers.register(7, Pending(Future(), PEER, 1, None))
+    peers.left_as(7, peers.count_sent(PEER))  # the request is the fourth
+    peers.count_sent(PEER)  # and a fifth message after it
+    peers.count_sent(other)
+    peers.answered(peers.forget(7))
+    assert peers.take_unproven() == {PEER: 1, other: 1}
+    assert peers.take_unproven() == {}  # those are being confirmed now
+    peers.register(8, Pending(Future(), other, 1, None))
+    peers.left_as(8, peers.count_sent(other))
+    peers.answered(peers.forget(8))
+    assert peers.take_unproven() == {}  # the answer proved it
+
+
+def test_a_late_answer_to_an_earlier_request_proves_no_less_than_a_later_one_did():
+    peers = table()
+    for req_id in (1, 2):
+        peers.register(req_id, Pending(Future(), PEER, 1, None))
+        peers.left_as(req_id, peers.count_sent(PEER))
+    peers.answered(peers.forget(2))
+    peers.answered(peers.forget(1))
+    assert peers.take_unproven() == {}

@@ -71,8 +71,6 @@ class Mailbox:
         self._dealer_peers: Dict[zmq.Socket, str] = {}
         self._dealer_monitors: Dict[str, zmq.Socket] = {}
         self._monitors: Dict[zmq.Socket, str] = {}
-        # Messages sent to each peer since the last `take_unconfirmed` (see process/at_exit.py).
-        self._unconfirmed: Dict[str, int] = {}
         self._router: Optional[Router] = None
         self._on_request: Optional[Callable[[bytes, list], None]] = None
         self._sender_monitor: Optional[zmq.Socket] = None
@@ -162,15 +160,11 @@ class Mailbox:
         else:
             self.call_soon(self.send_now, address, frames)
 
-    def send_now(self, address: str, frames: List[Any]) -> None:
-        """Send on the DEALER to `address`, opening it on first use; I/O thread only."""
+    def send_now(self, address: str, frames: List[Any]) -> int:
+        """Send on the DEALER to `address`, opening it on first use; I/O thread only.
+        Returns the message's number among those sent to `address`."""
         send_frames(self._dealer(address), frames)
-        self._unconfirmed[address] = self._unconfirmed.get(address, 0) + 1
-
-    def take_unconfirmed(self) -> Dict[str, int]:
-        """The peers sent to since the last call, with how many messages each; I/O thread only."""
-        unconfirmed, self._unconfirmed = self._unconfirmed, {}
-        return unconfirmed
+        return self._peers.count_sent(address)
 
     # ---- I/O thread ---------------------------------------------------------------
 

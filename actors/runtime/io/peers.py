@@ -2,6 +2,7 @@
 
 For each peer address, the state of this actor's connection to it (connecting, up,
 lost) and why it was lost; the requests waiting on a reply, with their deadlines;
+how many messages went to it and how many of those an answer has proven delivered;
 and the liveness settings its connections use. Whether a peer is lost is decided
 here, once: the mailbox reports what its monitors see (`observe`), the actor's owner
 reports what it learnt another way (`report_lost`: a thread's own connection dropped,
@@ -34,13 +35,15 @@ class Liveness(NamedTuple):
     timeout_ms: int
 
 
-class Pending(NamedTuple):
-    """A request waiting for its reply."""
+class Pending:
+    """A request waiting for its reply; `sent_as` is its place among the messages sent
+    to `peer` (from 1; 0 until it leaves)."""
 
-    future: Future
-    peer: str
-    kind: int
-    timeout: Optional[float]
+    __slots__ = ("future", "peer", "kind", "timeout", "sent_as")
+
+    def __init__(self, future: Future, peer: str, kind: int, timeout: Optional[float]):
+        self.future, self.peer, self.kind, self.timeout = future, peer, kind, timeout
+        self.sent_as = 0
 
 
 class PeerTable:
@@ -52,6 +55,8 @@ class PeerTable:
         self._reasons: Dict[str, str] = {}
         self._pending: Dict[int, Pending] = {}
         self._deadlines = Deadlines()
+        self._sent: Dict[str, int] = {}  # messages sent to each peer
+        self._delivered: Dict[str, int] = {}  # of those, how many an answer proves delivered
 
     # ---- connections --------------------------------------------------------------
 
@@ -107,6 +112,12 @@ class PeerTable:
         earliest deadline (the expiry timer must move up)."""
         return deadline is not None and self._deadlines.push(deadline, req_id, self._pending)
 
+    def left_as(self, req_id: int, sent_as: int) -> None:
+        """The request went out as message number `sent_as` to its peer (I/O thread)."""
+        pending = self._pending.get(req_id)
+        if pending is not None:
+            pending.sent_as = sent_as
+
     def earliest_deadline(self) -> Optional[float]:
         return self._deadlines.earliest()
 
@@ -120,3 +131,25 @@ class PeerTable:
         chosen: List[Tuple[int, Pending]] = [
             (req_id, p) for req_id, p in self._pending.copy().items() if which(p)]
         return [p for req_id, p in chosen if self._pending.pop(req_id, None) is not None]
+
+    # ---- delivery -----------------------------------------------------------------
+
+    def count_sent(self, peer: str) -> int:
+        """One more message left for `peer`; its number, from 1 (I/O thread)."""
+        sent = self._sent[peer] = self._sent.get(peer, 0) + 1
+        return sent
+
+    def answered(self, pending: Pending) -> None:
+        """`pending` got its reply: the peer answers in order, so every message sent to
+        it up to that request has arrived."""
+        if pending.sent_as > self._delivered.get(pending.peer, 0):
+            self._delivered[pending.peer] = pending.sent_as
+
+    def take_unproven(self) -> Dict[str, int]:
+        """Each peer with messages that no answer has proven delivered, and how many;
+        they count as proven from now on (the caller asks the peer to confirm them)."""
+        unproven = {peer: sent - self._delivered.get(peer, 0)
+                    for peer, sent in self._sent.items()
+                    if sent > self._delivered.get(peer, 0)}
+        self._delivered.update((peer, self._sent[peer]) for peer in unproven)
+        return unproven

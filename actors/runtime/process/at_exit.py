@@ -79,19 +79,28 @@ def flush_all(timeout: float = EXIT_FLUSH_TIMEOUT) -> None:
             log.exception("exit_handler_failed", handler=getattr(handler, "__qualname__", ""))
     with _lock:
         actors = list(_actors)
+    confirm_deliveries(actors, deadline, "exit")
+
+
+def confirm_deliveries(actors: List[Any], deadline: float, moment: str) -> None:
+    """Wait until `deadline` (monotonic) for the peers of `actors` to confirm the
+    messages sent to them; log at warning, by peer, what stays unconfirmed.
+
+    `moment` names the occasion in the log lines ("exit", "stop").
+    """
     answers, counts = {}, {}
     for actor in actors:
         try:
             for peer, (count, answer) in actor.confirm_delivery(deadline).items():
                 answers[actor, peer], counts[actor, peer] = answer, count
         except RequestTimeoutError:
-            log.warning("exit_flush_skipped", actor=actor.name,
+            log.warning("delivery_check_skipped", actor=actor.name, moment=moment,
                         reason="its I/O thread did not answer")
         except Exception:  # noqa: BLE001 - the other actors' messages still count
-            log.exception("exit_flush_failed", actor=actor.name)
+            log.exception("delivery_check_failed", actor=actor.name, moment=moment)
     # Every ping is out before any is waited for: one silent peer costs the deadline once.
     for actor, peer in failures_by(answers, deadline):
-        log.warning("messages_maybe_undelivered_at_exit", actor=actor.name, peer=peer,
+        log.warning(f"messages_maybe_undelivered_at_{moment}", actor=actor.name, peer=peer,
                     messages=counts[actor, peer])
 
 
