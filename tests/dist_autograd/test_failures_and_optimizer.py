@@ -10,6 +10,8 @@ import engine
 from actors.rpc import WorkerLostError
 from engine import dist_autograd, optim
 from engine.optim import DistributedOptimizer
+from tests import limits
+from tests.limits import within
 from tests.dist_autograd import workers
 from tests.rpc.conftest import rpc_world
 from tests.waiting import wait_until, raised_by
@@ -33,7 +35,8 @@ def test_a_worker_that_dies_during_backward_makes_backward_raise_promptly():
             procs[1].kill()
             started = time.monotonic()
             runner.join(10)
-            assert not runner.is_alive() and time.monotonic() - started < 5
+            assert not runner.is_alive()
+            within(started, limits.CONNECTION_CLOSED, "connection closed")
         assert isinstance(errors[0], WorkerLostError) and "worker2" in str(errors[0])
         assert isinstance(errors[0], ConnectionError)
         assert actors.rpc_sync("worker1", engine.add, args=(1, 2)) == 3

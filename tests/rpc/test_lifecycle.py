@@ -5,6 +5,8 @@ import pytest
 
 import actors
 from actors.rpc import RpcInitError, RpcNotInitializedError, WorkerLostError
+from tests import limits
+from tests.limits import within
 from tests.net import free_port
 from tests.rpc import workers
 from tests.rpc.conftest import ctx, rpc_world
@@ -20,13 +22,13 @@ def test_a_dead_worker_fails_pending_calls_promptly_with_a_runtime_error_as_in_t
         started = time.monotonic()
         with pytest.raises(WorkerLostError, match="worker2") as info:
             pending.wait(10)
-        assert time.monotonic() - started < 5
+        within(started, limits.CONNECTION_CLOSED, "connection closed")
         assert isinstance(info.value, ConnectionError)
         assert isinstance(info.value, RuntimeError)  # what torch scripts catch
         started = time.monotonic()
         with pytest.raises(WorkerLostError, match="worker2"):
             actors.rpc_sync("worker2", workers.add, args=(1, 1))
-        assert time.monotonic() - started < 1
+        within(started, limits.AT_ONCE, "at once")
         assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
 
 
@@ -37,7 +39,7 @@ def test_a_call_to_a_worker_killed_before_this_worker_ever_reached_it_fails_prom
         started = time.monotonic()
         with pytest.raises(WorkerLostError, match="worker2"):
             actors.rpc_async("worker2", workers.add, args=(1, 1), timeout=60).wait(10)
-        assert time.monotonic() - started < 5
+        within(started, limits.NOTHING_LISTENS, "nothing listens")
         assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
 
 
@@ -101,7 +103,7 @@ def test_a_world_that_does_not_assemble_in_time_names_the_missing_ranks():
     started = time.monotonic()
     with pytest.raises(RpcInitError, match=r"ranks \[1, 2\] of 3 never joined"):
         actors.init_rpc("lonely", 0, 3, init_method=f"tcp://127.0.0.1:{port}", timeout=1)
-    assert time.monotonic() - started < 10
+    within(started + 1, limits.AFTER_TIMEOUT, "after a timeout")
     with rpc_world(2):  # nothing was left behind
         assert actors.rpc_sync("worker1", workers.add, args=(1, 1)) == 2
 

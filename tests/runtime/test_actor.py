@@ -7,6 +7,8 @@ import pytest
 
 from actors.runtime import (Actor, ActorStoppedError, AddressInUseError, Future, Kind,
                             PeerLostError, RequestTimeoutError, UnknownKindError)
+from tests import limits
+from tests.limits import within
 from tests.runtime import peers
 from tests.waiting import run_in_threads
 
@@ -58,7 +60,7 @@ def test_a_killed_peer_fails_pending_requests_promptly_with_a_connection_error(
     started = time.monotonic()
     with pytest.raises(PeerLostError) as info:
         pending.wait(10)
-    assert time.monotonic() - started < 5
+    within(started, limits.CONNECTION_CLOSED, "connection closed")
     assert isinstance(info.value, ConnectionError) and address in str(info.value)
 
 
@@ -71,7 +73,7 @@ def test_a_request_to_an_address_nothing_listens_on_fails_at_once_not_at_its_tim
     started = time.monotonic()
     with pytest.raises(PeerLostError, match="nothing accepts connections") as info:
         client.request(address, peers.ECHO, None, timeout=60).wait(10)
-    assert time.monotonic() - started < 5
+    within(started, limits.NOTHING_LISTENS, "nothing listens")
     assert isinstance(info.value, ConnectionError) and address in str(info.value)
     assert lost == [address]  # reported once, however often ZeroMQ retries
     with pytest.raises(PeerLostError, match="connection is down"):
@@ -88,7 +90,7 @@ def test_after_a_peer_is_killed_new_requests_to_it_fail_at_once(peer_process, cl
     started = time.monotonic()
     with pytest.raises(PeerLostError, match="connection is down"):
         client.request(address, peers.ECHO, 0, timeout=60).wait(10)
-    assert time.monotonic() - started < 1
+    within(started, limits.AT_ONCE, "at once")
 
 
 def test_an_unpicklable_argument_fails_at_the_caller_before_sending(client):
@@ -310,7 +312,7 @@ def test_an_actor_is_told_when_a_sender_dies(tmp_path):
             caller.kill()
             started = time.monotonic()
             assert lost.wait(10) == senders[0]
-            assert time.monotonic() - started < 5
+            within(started, limits.CONNECTION_CLOSED, "connection closed")
         finally:
             caller.kill()
             caller.join(10)

@@ -14,6 +14,8 @@ import zmq
 from actors.runtime import AddressInUseError
 from store import TCPStore
 from store.errors import StoreConnectionError, StoreTimeoutError
+from tests import limits
+from tests.limits import within
 from tests.net import free_port
 from tests.store import tcp_workers
 from tests.subprocesses import logged_events, running
@@ -71,7 +73,7 @@ def test_wait_for_workers_times_out_saying_how_many_joined_of_how_many():
     started = time.monotonic()
     with pytest.raises(StoreTimeoutError, match="1 of 3 workers joined"):
         TCPStore("127.0.0.1", 0, world_size=3, is_master=True, timeout=0.5)
-    assert time.monotonic() - started < 5
+    within(started + 0.5, limits.AFTER_TIMEOUT, "after a timeout")
 
 
 def test_an_unreachable_server_is_a_connection_error_and_torchs_dist_network_error():
@@ -80,7 +82,7 @@ def test_an_unreachable_server_is_a_connection_error_and_torchs_dist_network_err
     started = time.monotonic()
     with pytest.raises(StoreConnectionError, match="unreachable") as info:
         TCPStore("127.0.0.1", free_port(), timeout=0.5)
-    assert time.monotonic() - started < 5
+    within(started + 0.5, limits.AFTER_TIMEOUT, "after a timeout")  # a client waits it out
     assert isinstance(info.value, (ConnectionError)) and isinstance(info.value, DistNetworkError)
 
 
@@ -95,7 +97,7 @@ def test_a_killed_server_makes_clients_fail_fast_with_a_connection_error(server_
             client.get("k")
         with pytest.raises(StoreConnectionError, match="lost"):
             client.add("n", 1)
-        assert time.monotonic() - started < 5
+        within(started, limits.CONNECTION_CLOSED, "connection closed")
 
 
 def test_a_blocked_get_fails_fast_when_the_server_dies(server_process):
@@ -113,7 +115,8 @@ def test_a_blocked_get_fails_fast_when_the_server_dies(server_process):
         process.kill()
         started = time.monotonic()
         blocked.join(10)
-        assert not blocked.is_alive() and time.monotonic() - started < 5
+        assert not blocked.is_alive()
+        within(started, limits.CONNECTION_CLOSED, "connection closed")
     assert isinstance(errors[0], StoreConnectionError)
 
 
