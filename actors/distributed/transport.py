@@ -180,7 +180,9 @@ class Transport:
             log.info("pg_leave_unconfirmed", rank=self.rank, peer=r,
                      reason=f"{type(exc).__name__}: {exc}")
         self.inbox.close("the process group was destroyed")
-        self._actor.stop(max(0.1, deadline - time.monotonic()))
+        # The answers to PG_LEAVE confirmed what the live peers were sent; those that
+        # left need nothing more.
+        self._actor.stop(max(0.1, deadline - time.monotonic()), deliver=False)
         self._shared.close()
 
 

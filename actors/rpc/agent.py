@@ -382,6 +382,9 @@ class RpcAgent:
             # finished before the second barrier.
             for round_ in ("drained", "drained-again"):
                 self.wait_idle(timeout)
+                # While every peer still waits at the barrier, it can confirm what it
+                # was sent one way (RRef deletions, context releases).
+                self.actor.deliver_sent(timeout, "shutdown")
                 barrier(self.store, f"barriers/shutdown/{round_}", self.world_size, timeout)
                 self._leaving = True  # every worker is in shutdown: departures are expected
             self.wait_idle(timeout)
@@ -390,7 +393,7 @@ class RpcAgent:
             if self.rank == 0:
                 wait_open(self.store, "barriers/shutdown/left", timeout)
         self._leaving = True
-        self.actor.stop()
+        self.actor.stop(deliver=not graceful)  # graceful: delivered before the barriers
         for channel in self._channels.values():
             channel.close()
         log.info("rpc_worker_left", worker=self.name, graceful=graceful)

@@ -134,16 +134,27 @@ class ActorCore:
         self._pool.close_soon()
         self._mailbox.close_soon()
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Deliver what was sent (see `confirm_delivery`; bounded by `timeout` and
-        `at_exit.EXIT_FLUSH_TIMEOUT`), then tear down and join every thread (each join
-        bounded by `timeout`)."""
-        if self._started and not self._stopped and not self.in_io_thread():
-            at_exit.confirm_deliveries([self], time.monotonic() + min(
-                timeout, at_exit.EXIT_FLUSH_TIMEOUT), "stop")
+    def stop(self, timeout: float = 5.0, *, deliver: bool = True) -> None:
+        """Tear down and join every thread (each join bounded by `timeout`).
+
+        With `deliver`, first `deliver_sent`, bounded by `timeout` too; an owner that
+        confirmed its messages its own way (a leave protocol) passes False.
+        """
+        if deliver:
+            self.deliver_sent(timeout, "stop")
         self.close_soon()
         self._mailbox.stop(timeout)
         self._pool.stop(timeout)
+
+    def deliver_sent(self, timeout: Optional[float], moment: str) -> None:
+        """Wait (at most `timeout`, and never over `at_exit.EXIT_FLUSH_TIMEOUT`) until
+        every peer has confirmed the messages sent to it; log at warning what stays
+        unconfirmed (`messages_maybe_undelivered_at_{moment}`). On the I/O thread, or
+        once stopped, it does nothing."""
+        if self._started and not self._stopped and not self.in_io_thread():
+            bound = at_exit.EXIT_FLUSH_TIMEOUT if timeout is None else min(
+                timeout, at_exit.EXIT_FLUSH_TIMEOUT)
+            at_exit.confirm_deliveries([self], time.monotonic() + bound, moment)
 
     def confirm_delivery(self, deadline: float) -> Dict[str, Tuple[int, Future]]:
         """Ask each peer with messages not yet proven delivered for an answer, which
@@ -539,11 +550,11 @@ class Actor:
         self.core.start()
         return self
 
-    def stop(self, timeout: float = 5.0) -> None:
-        """Deliver what was sent (bounded), close the mailbox and join every thread;
-        pending requests fail with ActorStoppedError."""
+    def stop(self, timeout: float = 5.0, *, deliver: bool = True) -> None:
+        """Deliver what was sent (bounded; see `ActorCore.stop`), close the mailbox and
+        join every thread; pending requests fail with ActorStoppedError."""
         self._finalizer.detach()
-        self.core.stop(timeout)
+        self.core.stop(timeout, deliver=deliver)
 
     def __enter__(self) -> "Actor":
         return self if self.core.started else self.start()
@@ -559,5 +570,5 @@ def _delegate(name: str) -> property:
 
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
               "report_lost", "on_push", "request", "notify", "reply", "reply_error", "push",
-              "call_later", "call_soon", "close_soon", "attach"):
+              "call_later", "call_soon", "close_soon", "attach", "deliver_sent"):
     setattr(Actor, _name, _delegate(_name))

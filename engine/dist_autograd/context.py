@@ -82,7 +82,7 @@ class ContextContainer:
         # must not bring the context back (nobody would release it again).
         self._released: "OrderedDict[int, None]" = OrderedDict()
         self._counter = itertools.count(1)
-        self._local = threading.local()
+        self._local = _CurrentContext()
 
     def new_id(self, rank: int) -> int:
         return (rank << RANK_SHIFT) | next(self._counter)
@@ -129,11 +129,18 @@ class ContextContainer:
     # ---- the current context of this thread ----------------------------------------
 
     def current(self) -> Optional[AutogradContext]:
-        return getattr(self._local, "context", None)
+        return self._local.context
 
     def using(self, context: Optional[AutogradContext]) -> "_Using":
         """Make `context` current in this thread for the duration (None: no context)."""
         return _Using(self._local, context)
+
+
+class _CurrentContext(threading.local):
+    """Each thread's current context; None until one is set (a class attribute, so
+    that reading it on a thread that never set it raises nothing inside)."""
+
+    context: Optional[AutogradContext] = None
 
 
 class _Using:
@@ -141,11 +148,11 @@ class _Using:
 
     __slots__ = ("_local", "_context", "_previous")
 
-    def __init__(self, local: threading.local, context: Optional[AutogradContext]):
+    def __init__(self, local: _CurrentContext, context: Optional[AutogradContext]):
         self._local, self._context = local, context
 
     def __enter__(self) -> None:
-        self._previous = getattr(self._local, "context", None)
+        self._previous = self._local.context
         self._local.context = self._context
 
     def __exit__(self, *exc: object) -> None:

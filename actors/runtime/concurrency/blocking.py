@@ -11,12 +11,19 @@ from __future__ import annotations
 import threading
 from typing import Callable, Optional
 
-_state = threading.local()
+class _Reader(threading.local):
+    """Whether this thread reads a mailbox: `hand_off` passes it on (None: it does not;
+    a class attribute, so that a thread that never read one looks it up cheaply)."""
+
+    hand_off: Optional[Callable[[], None]] = None
+
+
+_state = _Reader()
 
 
 def about_to_block() -> None:
     """Hand the mailbox on if this thread holds it; cheap when it does not."""
-    hand_off: Optional[Callable[[], None]] = getattr(_state, "hand_off", None)
+    hand_off = _state.hand_off
     if hand_off is not None:
         _state.hand_off = None
         hand_off()
