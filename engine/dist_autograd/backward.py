@@ -20,7 +20,7 @@ from engine.tensor import Tensor
 from .context import container
 from .errors import ContextActiveError
 from .exchange import Exchange, failure
-from .lineage import live_sends
+from .lineage import held_by, live_sends
 from .outcome import FAST, MODES, SMART, lost_error, unfinished_error, waiting
 from .release import release
 
@@ -92,12 +92,12 @@ def backward(context_id: int, roots: Sequence[Tensor], retain_graph: bool = Fals
         with ctx.lock:
             live = live_sends([root]) if mode == SMART else None
             part = ctx.backward_pass(pass_id, retain_graph,
-                                     None if live is None else live.get(me.id, ()))
+                                     None if live is None else held_by(live, me.id))
             part.task.add_root(root)
         exchange = Exchange(ctx, part, me.id, requester=None, live=live)
         exchange.drive(exchange.advance([]))
-        _, reports = exchange.reply()
-        stuck = waiting(reports)
+        exchange.reply()  # adds this worker's own report
+        stuck = waiting(exchange.reports)
         if stuck:
             raise unfinished_error(stuck, mode, lambda rank: actors.get_worker_info(rank).name)
     except ConnectionError as exc:

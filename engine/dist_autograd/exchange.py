@@ -4,8 +4,8 @@ A recv function that runs produces gradients for the send function of the same
 message id, on the worker that sent the tensors. Those gradients travel as a
 *backward step* to that worker: ``(context_id, pass_id, retain_graph, items, live)``
 with items ``[(message_id, grads), ...]`` grouped per worker, and `live` None in
-FAST mode or, in SMART mode, the pass's live send functions by worker rank (see
-`lineage`). The receiving worker, on first sight of the pass, counts its
+FAST mode or, in SMART mode, the message ids of the pass's live send functions on
+every worker (see `lineage`). The receiving worker, on first sight of the pass, counts its
 dependencies (`BackwardPass`: from every send, or from its live ones), injects each
 item into its send function and runs what became ready. The reply holds the items
 for the requester's send functions and the reports of what still waits (`outcome`).
@@ -32,14 +32,14 @@ from actors.runtime.process.log import get_logger
 
 from .context import AutogradContext, BackwardPass, container
 from .errors import DistBackwardError
-from .outcome import Reports, merge
+from .lineage import held_by
+from .outcome import Report, Reports, merge
 
 log = get_logger(__name__)
 
 Item = Tuple[int, List[Optional[np.ndarray]]]
 Outgoing = Dict[int, List[Item]]
-Live = Dict[int, Tuple[int, ...]]  # SMART mode's live sends, by worker rank
-Reply = Tuple[List[Item], Reports]
+Reply = Tuple[List[Item], Tuple[Report, ...]]
 
 _running = threading.local()
 
@@ -60,7 +60,7 @@ class Exchange:
     """
 
     def __init__(self, ctx: AutogradContext, part: BackwardPass, me: int,
-                 requester: Optional[int], live: Optional[Live]):
+                 requester: Optional[int], live: Optional[Tuple[int, ...]]):
         self.ctx, self.part, self.me, self.requester = ctx, part, me, requester
         self.live = live
         self.for_requester: List[Item] = []
@@ -107,8 +107,8 @@ class Exchange:
     def reply(self) -> Reply:
         """This share's reply: the requester's items, with this worker's report added."""
         with self.ctx.lock:
-            merge(self.reports, {self.me: (self.part.version, self.part.waiting())})
-        return self.for_requester, self.reports
+            merge(self.reports, [(self.me, self.part.version, self.part.waiting())])
+        return self.for_requester, tuple(self.reports.values())
 
     def drive(self, outgoing: Outgoing) -> None:
         """At the initiator: send steps and fold their replies in until none is outstanding.
@@ -200,7 +200,7 @@ def serve_backward_step(requester: actors.WorkerInfo, step: tuple) -> Future:
     try:
         with ctx.lock:
             part = ctx.backward_pass(pass_id, retain_graph,
-                                     None if live is None else live.get(me.id, ()))
+                                     None if live is None else held_by(live, me.id))
         exchange = Exchange(ctx, part, me.id, requester.id, live)
         outgoing = exchange.advance(items)
     except Exception as exc:

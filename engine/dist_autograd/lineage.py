@@ -14,6 +14,7 @@ being discovered by messages at backward time:
 - At backward time the initiator walks its graph from the roots; the union of the
   recvs it reaches is the pass's live set, on every worker. Message ids carry their
   sender's rank in the high bits, so the set says which worker holds each send.
+  Lineages and live sets travel as tuples (the standard pickler's fast path).
 
 Every set holding a message id also holds that message's lineage (sets grow only
 by union), so the live set is closed: what a live send reaches is live too.
@@ -21,7 +22,7 @@ Pure graph logic: no messages, no locks.
 """
 from __future__ import annotations
 
-from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Tuple
+from typing import AbstractSet, FrozenSet, Iterable, List, Tuple
 
 from engine.autograd.graph import Edge, Node
 
@@ -65,14 +66,11 @@ def received(message_id: int, carried: AbstractSet[int]) -> Lineage:
     return frozenset(carried) | {message_id}
 
 
-def by_worker(live: Iterable[int]) -> Dict[int, Tuple[int, ...]]:
-    """Live message ids grouped by the rank of the worker holding their send function."""
-    grouped: Dict[int, List[int]] = {}
-    for message_id in live:
-        grouped.setdefault(message_id >> RANK_SHIFT, []).append(message_id)
-    return {rank: tuple(sorted(ids)) for rank, ids in grouped.items()}
+def live_sends(roots: Iterable[Node]) -> Tuple[int, ...]:
+    """The message ids of the live sends of a pass from `roots` (e.g. its GraphRoot)."""
+    return tuple(sorted(lineage_of((root, 0) for root in roots)))
 
 
-def live_sends(roots: Iterable[Node]) -> Dict[int, Tuple[int, ...]]:
-    """The live sends of a pass from `roots` (e.g. its GraphRoot), by worker rank."""
-    return by_worker(lineage_of((root, 0) for root in roots))
+def held_by(live: Iterable[int], rank: int) -> List[int]:
+    """The live message ids whose send function is on worker `rank`."""
+    return [message_id for message_id in live if message_id >> RANK_SHIFT == rank]

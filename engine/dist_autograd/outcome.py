@@ -11,28 +11,30 @@ returning them. Pure logic: no messages, no locks.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, Iterable, Tuple
 
 from .errors import DistBackwardError
 
-Report = Tuple[int, Tuple[int, ...]]  # (version, message ids of the sends still waiting)
-Reports = Dict[int, Report]           # by worker rank
+# (worker rank, version, message ids of its sends still waiting); tuples, not dicts
+# keyed by rank, travel on the standard pickler's fast path
+Report = Tuple[int, int, Tuple[int, ...]]
+Reports = Dict[int, Report]  # by worker rank
 
 FAST, SMART = "fast", "smart"
 MODES = (FAST, SMART)
 
 
-def merge(into: Reports, other: Reports) -> None:
-    """Fold `other` into `into`, keeping each worker's newest report."""
-    for rank, report in other.items():
-        held = into.get(rank)
-        if held is None or report[0] > held[0]:
-            into[rank] = report
+def merge(into: Reports, reports: Iterable[Report]) -> None:
+    """Fold `reports` into `into`, keeping each worker's newest report."""
+    for report in reports:
+        held = into.get(report[0])
+        if held is None or report[1] > held[1]:
+            into[report[0]] = report
 
 
 def waiting(reports: Reports) -> Dict[int, Tuple[int, ...]]:
     """The workers whose send functions still wait, with those sends' message ids."""
-    return {rank: ids for rank, (_, ids) in sorted(reports.items()) if ids}
+    return {rank: ids for rank, (_, _, ids) in sorted(reports.items()) if ids}
 
 
 def unfinished_error(stuck: Dict[int, Tuple[int, ...]], mode: str,

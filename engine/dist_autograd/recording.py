@@ -24,7 +24,7 @@ from engine.tensor import Tensor
 from .context import AutogradContext, container
 from .exchange import send_gradients
 from .functions import RecvFunction, SendFunction
-from .lineage import EMPTY, Lineage, lineage_of, received
+from .lineage import lineage_of, received
 from .release import owed, release_all
 
 log = get_logger(__name__)
@@ -72,10 +72,10 @@ def new_message_id() -> int:
 
 
 def record_send(context: AutogradContext, envelope: RpcEnvelope, value: Any
-                ) -> Tuple[Optional[int], Optional[Lineage]]:
+                ) -> Tuple[Optional[int], Optional[Tuple[int, ...]]]:
     """Add a SendFunction for `value`'s grad tensors; its message id and lineage, if any.
 
-    An empty lineage travels as None.
+    The lineage travels as a tuple, None if empty.
     """
     context.workers.add(envelope.peer.id)
     tensors = grad_tensors(value)
@@ -84,18 +84,18 @@ def record_send(context: AutogradContext, envelope: RpcEnvelope, value: Any
     message_id = new_message_id()
     edges = [gradient_edge(t) for t in tensors]
     context.sends[message_id] = SendFunction(message_id, edges)
-    return message_id, lineage_of(edges) or None
+    return message_id, tuple(lineage_of(edges)) or None
 
 
 def record_recv(context: AutogradContext, message_id: Optional[int], peer: WorkerInfo,
-                value: Any, carried: Optional[Lineage]) -> None:
+                value: Any, carried: Optional[Tuple[int, ...]]) -> None:
     """Make a RecvFunction the grad_fn of `value`'s received grad tensors."""
     context.workers.add(peer.id)
     if message_id is None:
         return
     tensors = grad_tensors(value)
     recv = RecvFunction(message_id, peer, len(tensors), send_gradients, context.id,
-                        received(message_id, carried or EMPTY))
+                        received(message_id, carried or ()))
     for slot, tensor in enumerate(tensors):
         tensor.grad_fn, tensor.output_nr = recv, slot
     context.recvs[message_id] = recv
@@ -116,7 +116,8 @@ def _tag(envelope: RpcEnvelope, context: Optional[AutogradContext], request: boo
                                     released, lineage)
 
 
-def _untag(envelope: RpcEnvelope) -> Tuple[Optional[int], Optional[int], Optional[Lineage]]:
+def _untag(envelope: RpcEnvelope
+           ) -> Tuple[Optional[int], Optional[int], Optional[Tuple[int, ...]]]:
     """Apply the releases a received message carries; its context id, message id and
     lineage."""
     tag = envelope.meta.get(HOOK_NAME)

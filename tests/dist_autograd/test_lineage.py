@@ -7,7 +7,7 @@ import engine
 from engine.autograd.graph import GraphRoot, gradient_edge
 from engine.dist_autograd.context import RANK_SHIFT, AutogradContext
 from engine.dist_autograd.functions import RecvFunction, SendFunction
-from engine.dist_autograd.lineage import by_worker, lineage_of, live_sends, received
+from engine.dist_autograd.lineage import held_by, lineage_of, live_sends, received
 from engine.dist_autograd.outcome import FAST, SMART, merge, unfinished_error, waiting
 
 pytestmark = pytest.mark.timeout(30)
@@ -42,15 +42,15 @@ def test_the_roots_reach_only_the_recvs_they_use():
     d = received_tensor(mid(1, 2), {mid(0, 1)})
     e = received_tensor(mid(1, 4), {mid(0, 3)})
     root = GraphRoot([gradient_edge((d * 1.0).sum())], [np.ones(())])
-    assert live_sends([root]) == {0: (mid(0, 1),), 1: (mid(1, 2),)}
+    assert live_sends([root]) == (mid(0, 1), mid(1, 2))
     shared = (d + e).sum()
-    assert live_sends([GraphRoot([gradient_edge(shared)], [np.ones(())])]) == {
-        0: (mid(0, 1), mid(0, 3)), 1: (mid(1, 2), mid(1, 4))}
+    assert live_sends([GraphRoot([gradient_edge(shared)], [np.ones(())])]) == (
+        mid(0, 1), mid(0, 3), mid(1, 2), mid(1, 4))
 
 
-def test_live_ids_are_grouped_by_the_rank_in_their_high_bits():
-    assert by_worker([mid(2, 5), mid(0, 1), mid(2, 3)]) == {2: (mid(2, 3), mid(2, 5)),
-                                                            0: (mid(0, 1),)}
+def test_a_worker_finds_its_live_sends_by_the_rank_in_their_high_bits():
+    assert held_by((mid(0, 1), mid(2, 3), mid(2, 5)), 2) == [mid(2, 3), mid(2, 5)]
+    assert held_by((mid(0, 1),), 1) == []
 
 
 def _context_with_two_sends_sharing_a_leaf():
@@ -87,9 +87,9 @@ def test_a_live_id_without_a_send_function_is_an_error_naming_it():
 
 def test_the_newest_report_of_each_worker_wins_in_any_order():
     reports = {}
-    merge(reports, {1: (3, ()), 2: (1, (mid(2, 1),))})
-    merge(reports, {1: (2, (mid(1, 4),)), 0: (5, ())})
-    assert reports == {0: (5, ()), 1: (3, ()), 2: (1, (mid(2, 1),))}
+    merge(reports, [(1, 3, ()), (2, 1, (mid(2, 1),))])
+    merge(reports, [(1, 2, (mid(1, 4),)), (0, 5, ())])
+    assert reports == {0: (0, 5, ()), 1: (1, 3, ()), 2: (2, 1, (mid(2, 1),))}
     assert waiting(reports) == {2: (mid(2, 1),)}
 
 
