@@ -38,9 +38,7 @@ def design_note(size: int, op: Any) -> Callable[[str], Tuple[float, ...]]:
     from engine import dist_autograd
 
     def iteration(mode: str) -> Tuple[float, ...]:
-        t1 = engine.rand(size, size, requires_grad=True)
-        t2 = engine.rand(size, size, requires_grad=True)
-        t4 = engine.rand(size, size, requires_grad=True)
+        t1, t2, t4 = (engine.rand(size, size, requires_grad=True) for _ in range(3))
         start = time.perf_counter()
         with dist_autograd.context() as context_id:
             t3 = actors.rpc_sync("worker1", op, args=(t1, t2))
