@@ -15,6 +15,7 @@ of W4 sends. With ``--mode both`` the two modes alternate iteration by iteration
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -130,7 +131,7 @@ def ours(iters: int, modes: Sequence[str]) -> Dict[str, Any]:
                         if i >= 20:
                             times[mode].append(stamps)
                 figures[name] = {mode: _summary(times[mode], messages_of(
-                    lambda: iteration(mode))) for mode in modes}
+                    functools.partial(iteration, mode))) for mode in modes}
             figures["w4_backward_messages"] = {mode: backward_messages(mode) for mode in modes}
         finally:
             actors.shutdown()

@@ -5,9 +5,9 @@ message id, on the worker that sent the tensors. Those gradients travel as a
 *backward step* to that worker: ``(context_id, pass_id, retain_graph, items, live)``
 with items ``[(message_id, grads), ...]`` grouped per worker, and `live` None in
 FAST mode or, in SMART mode, the message ids of the pass's live send functions on
-every worker (see `lineage`). The receiving worker, on first sight of the pass, counts its
-dependencies (`BackwardPass`: from every send, or from its live ones), injects each
-item into its send function and runs what became ready. The reply holds the items
+every worker (see `lineage`). The receiving worker, on first sight of the pass,
+counts its dependencies (`BackwardPass`: from every send, or from its live ones),
+injects each item into its send function and runs what became ready. The reply holds the items
 for the requester's send functions and the reports of what still waits (`outcome`).
 
 Gradients a step produces for the worker that sent it ride back in the step's reply;

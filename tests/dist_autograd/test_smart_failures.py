@@ -19,8 +19,6 @@ HEARTBEAT_TIMEOUT = 3.0  # the RPC world's default
 def test_a_dead_worker_fails_the_pass_only_if_it_holds_a_live_send():
     """Context 1: ∂(a + b)/∂(a, b) = (1, 1), with b·c computed on worker2 and unused.
     Context 2: Σ(2x) computed on worker2, which the pass then needs."""
-    import engine.dist_autograd  # noqa: F401 - registers the hook here
-
     with rpc_world(3) as procs:
         a, b, c, x = (engine.tensor([v], requires_grad=True) for v in (2.0, 3.0, 4.0, 5.0))
         with dist_autograd.context() as needed_id:
