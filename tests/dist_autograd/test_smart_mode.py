@@ -7,8 +7,9 @@ import pytest
 
 import actors
 import engine
+from actors.runtime import Kind
 from engine import dist_autograd, optim
-from engine.dist_autograd import DistBackwardError
+from engine.dist_autograd import DistBackwardError, UnknownContextError
 from engine.optim import DistributedOptimizer
 from tests.dist_autograd import workers
 from tests.dist_autograd.workers import call
@@ -176,3 +177,16 @@ def test_an_unknown_mode_is_a_value_error(world3):
     with dist_autograd.context() as context_id:
         with pytest.raises(ValueError, match="mode"):
             dist_autograd.backward(context_id, scalars(1.0), mode="clever")
+
+
+def test_a_step_naming_an_unknown_send_or_context_is_an_error_to_its_sender(world3):
+    unknown_send = (1 << 48) | 999_999
+    with dist_autograd.context() as context_id:
+        actors.rpc_sync("worker1", engine.add, args=tuple(scalars(1.0, 2.0)))
+        with pytest.raises(DistBackwardError, match="no send function for message"):
+            actors.call_service("worker1", Kind.AUTOGRAD_BACKWARD_STEP,
+                                (context_id, 1, False, [], (unknown_send,)))
+    with pytest.raises(UnknownContextError, match="0x1234"):
+        actors.call_service("worker1", Kind.AUTOGRAD_BACKWARD_STEP,
+                            (0x1234, 1, False, [], None))
+    assert actors.rpc_sync("worker1", engine.add, args=(1, 2)) == 3
