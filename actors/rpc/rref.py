@@ -87,13 +87,14 @@ class RRef:
             return self._agent.owners.value(self._rref_id).wait(timeout or None)
         return self._agent.call(self._owner, _fetch, (self._rref_id,), {}, timeout).wait()
 
-    def backward(self, dist_autograd_ctx_id: int = -1, retain_graph: bool = False) -> None:
+    def backward(self, dist_autograd_ctx_id: int = -1, retain_graph: bool = False,
+                 mode: str = "fast") -> None:
         """Run backward from the value, a scalar tensor, as torch's `RRef.backward`.
 
         With a distributed autograd context id, the owner runs that context's
-        backward pass from the value (gradients then come from `get_gradients` of
-        the context); with -1 (or None) a local backward pass, which only the owner
-        may run (RRefError elsewhere).
+        backward pass from the value, in `mode` (gradients then come from
+        `get_gradients` of the context); with -1 (or None) a local backward pass,
+        which only the owner may run (RRefError elsewhere).
         """
         if dist_autograd_ctx_id is None or dist_autograd_ctx_id == -1:
             if not self.is_owner():
@@ -101,7 +102,7 @@ class RRef:
                                 f"context must be called on its owner {self._owner.name!r}")
             self.local_value().backward(retain_graph=retain_graph)
             return
-        args = (self._rref_id, dist_autograd_ctx_id, retain_graph)
+        args = (self._rref_id, dist_autograd_ctx_id, retain_graph, mode)
         if self.is_owner():
             _backward_on_owner(*args)
         else:
@@ -177,21 +178,21 @@ def _invoke_method(rref: RRef, method: str, args: tuple, kwargs: dict) -> Future
 _invoke_method._async_execution = True
 
 # The distributed backward pass, registered by the autograd layer above this one.
-_distributed_backward: Optional[Callable[[int, list, bool], None]] = None
+_distributed_backward: Optional[Callable[[int, list, bool, str], None]] = None
 
 
-def register_distributed_backward(run: Callable[[int, list, bool], None]) -> None:
-    """Let `RRef.backward` run `run(context_id, roots, retain_graph)` on owners."""
+def register_distributed_backward(run: Callable[[int, list, bool, str], None]) -> None:
+    """Let `RRef.backward` run `run(context_id, roots, retain_graph, mode)` on owners."""
     global _distributed_backward
     _distributed_backward = run
 
 
-def _backward_on_owner(rref_id: int, context_id: int, retain_graph: bool) -> None:
+def _backward_on_owner(rref_id: int, context_id: int, retain_graph: bool, mode: str) -> None:
     if _distributed_backward is None:
         raise RRefError("RRef.backward with a context needs distributed autograd "
                         "(import engine.dist_autograd)")
     value = current_agent().owners.value(rref_id).wait()
-    _distributed_backward(context_id, [value], retain_graph)
+    _distributed_backward(context_id, [value], retain_graph, mode)
 
 
 def _fetch(rref_id: int) -> Future:

@@ -1,10 +1,10 @@
-"""Distributed autograd, FAST mode: gradients across RPC boundaries (DESIGN §3).
+"""Distributed autograd: gradients across RPC boundaries (DESIGN §3, §9).
 
 ```python
 from engine import dist_autograd
 with dist_autograd.context() as context_id:
     loss = ...                                  # forward, RPCs included
-    dist_autograd.backward(context_id, [loss])
+    dist_autograd.backward(context_id, [loss])  # or mode="smart" (see `backward`)
     grads = dist_autograd.get_gradients(context_id)   # {Tensor: np.ndarray}
 ```
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 import threading
-from typing import Dict, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
 from engine.autograd.accumulate import merge_gradient
 from engine.autograd.scheduler import GraphTask
+from engine.errors import AutogradError
 
 from .errors import UnknownContextError
 from .functions import RecvFunction, SendFunction
@@ -26,18 +27,30 @@ _RELEASED_KEPT = 10_000
 
 
 class BackwardPass:
-    """This worker's part of one backward pass of a context (FAST mode).
+    """This worker's part of one backward pass of a context.
 
-    On creation every send function of the context becomes a root waiting for one
-    injection: the gradients its recv function will send back.
+    On creation its send functions become roots, each waiting for one injection: the
+    gradients its recv function will send back. FAST mode (`live` None) takes every
+    send function of the context; SMART mode only those of `live`, the message ids
+    the pass's roots reach (see `lineage`), so dependencies are counted only from
+    what will run. `version` counts the changes to the pass, to order reports of it.
     """
 
-    def __init__(self, context: "AutogradContext", pass_id: int, retain_graph: bool):
+    def __init__(self, context: "AutogradContext", pass_id: int, retain_graph: bool,
+                 live: Optional[Iterable[int]] = None):
         self.pass_id = pass_id
         self.retain_graph = retain_graph
+        self.version = 0
         self.task = GraphTask(retain_graph=retain_graph, accumulate=context.accumulate)
-        for send in context.sends.values():
+        self.sends = list(context.sends.values()) if live is None else \
+            [context.send(message_id) for message_id in live]
+        for send in self.sends:
             self.task.add_root(send, pending=1)
+
+    def waiting(self) -> Tuple[int, ...]:
+        """The message ids of this part's send functions still waiting for a gradient."""
+        dependencies = self.task.dependencies
+        return tuple(send.message_id for send in self.sends if dependencies[send] > 0)
 
 
 class AutogradContext:
@@ -64,11 +77,21 @@ class AutogradContext:
             self.grads[tensor] = merge_gradient(self.grads.get(tensor), grad, tensor,
                                                 self._claimed)
 
-    def backward_pass(self, pass_id: int, retain_graph: bool) -> BackwardPass:
-        """This worker's part of pass `pass_id`, set up on first sight. Hold `lock`."""
+    def send(self, message_id: int) -> SendFunction:
+        """The send function of message `message_id`; AutogradError if there is none."""
+        send = self.sends.get(message_id)
+        if send is None:
+            raise AutogradError(f"context {self.id} has no send function for message "
+                                f"{message_id}")
+        return send
+
+    def backward_pass(self, pass_id: int, retain_graph: bool,
+                      live: Optional[Iterable[int]] = None) -> BackwardPass:
+        """This worker's part of pass `pass_id`, set up on first sight (`live` as for
+        BackwardPass). Hold `lock`."""
         found = self.passes.get(pass_id)
         if found is None:
-            found = self.passes[pass_id] = BackwardPass(self, pass_id, retain_graph)
+            found = self.passes[pass_id] = BackwardPass(self, pass_id, retain_graph, live)
         return found
 
 

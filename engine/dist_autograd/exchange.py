@@ -1,11 +1,14 @@
-"""The backward messages of a FAST-mode pass: gradients travelling to send functions.
+"""The backward messages of a pass: gradients travelling to send functions.
 
 A recv function that runs produces gradients for the send function of the same
 message id, on the worker that sent the tensors. Those gradients travel as a
-*backward step* to that worker: ``(context_id, pass_id, items)`` with items
-``[(message_id, grads), ...]`` grouped per worker. The receiving worker, on first
-sight of the pass, counts its dependencies (`BackwardPass`), injects each item into
-its send function and runs what became ready.
+*backward step* to that worker: ``(context_id, pass_id, retain_graph, items, live)``
+with items ``[(message_id, grads), ...]`` grouped per worker, and `live` None in
+FAST mode or, in SMART mode, the message ids of the pass's live send functions on
+every worker (see `lineage`). The receiving worker, on first sight of the pass,
+counts its dependencies (`BackwardPass`: from every send, or from its live ones),
+injects each item into its send function and runs what became ready. The reply holds the items
+for the requester's send functions and the reports of what still waits (`outcome`).
 
 Gradients a step produces for the worker that sent it ride back in the step's reply;
 those for any other worker go out as nested steps, and the reply waits for them. So
@@ -26,15 +29,17 @@ import actors
 from actors.runtime import Future, Kind
 from actors.runtime.concurrency.futures import completed
 from actors.runtime.process.log import get_logger
-from engine.errors import AutogradError
 
 from .context import AutogradContext, BackwardPass, container
 from .errors import DistBackwardError
+from .lineage import held_by
+from .outcome import Report, Reports, merge
 
 log = get_logger(__name__)
 
 Item = Tuple[int, List[Optional[np.ndarray]]]
 Outgoing = Dict[int, List[Item]]
+Reply = Tuple[List[Item], Tuple[Report, ...]]
 
 _running = threading.local()
 
@@ -55,9 +60,11 @@ class Exchange:
     """
 
     def __init__(self, ctx: AutogradContext, part: BackwardPass, me: int,
-                 requester: Optional[int]):
+                 requester: Optional[int], live: Optional[Tuple[int, ...]]):
         self.ctx, self.part, self.me, self.requester = ctx, part, me, requester
+        self.live = live
         self.for_requester: List[Item] = []
+        self.reports: Reports = {}
 
     def advance(self, items: List[Item]) -> Outgoing:
         """Inject `items`, run what became ready; returns the steps to send, per worker.
@@ -67,13 +74,10 @@ class Exchange:
         ctx = self.ctx
         outgoing: Outgoing = {}
         with ctx.lock:
+            self.part.version += 1
             while True:
                 for message_id, grads in items:
-                    send = ctx.sends.get(message_id)
-                    if send is None:
-                        raise AutogradError(f"context {ctx.id} has no send function for "
-                                            f"message {message_id}")
-                    self.part.task.inject(send, grads)
+                    self.part.task.inject(ctx.send(message_id), grads)
                 _running.produced = produced = []
                 try:
                     self.part.task.run()
@@ -92,7 +96,19 @@ class Exchange:
 
     def step(self, items: List[Item]) -> tuple:
         """The payload of a backward step carrying `items`."""
-        return (self.ctx.id, self.part.pass_id, self.part.retain_graph, items)
+        return (self.ctx.id, self.part.pass_id, self.part.retain_graph, items, self.live)
+
+    def fold(self, reply: Reply) -> Outgoing:
+        """Take a step's reply in: note its reports, advance with its items."""
+        items, reports = reply
+        merge(self.reports, reports)
+        return self.advance(items)
+
+    def reply(self) -> Reply:
+        """This share's reply: the requester's items, with this worker's report added."""
+        with self.ctx.lock:
+            merge(self.reports, [(self.me, self.part.version, self.part.waiting())])
+        return self.for_requester, tuple(self.reports.values())
 
     def drive(self, outgoing: Outgoing) -> None:
         """At the initiator: send steps and fold their replies in until none is outstanding.
@@ -108,7 +124,7 @@ class Exchange:
             else:
                 waiting.extend(self._send(outgoing))
                 reply = waiting.popleft().wait()
-            outgoing = self.advance(reply)
+            outgoing = self.fold(reply)
 
     def relay(self, outgoing: Outgoing, on_pool, failure) -> Future:
         """On a worker serving a step: the reply, once every nested step is answered.
@@ -117,7 +133,7 @@ class Exchange:
         completes them; `failure(exc)` turns a local error into the one to report.
         """
         if not outgoing:
-            return completed(self.for_requester)
+            return completed(self.reply())
         done = Future()
         lock = threading.Lock()
         outstanding = [0]
@@ -138,9 +154,11 @@ class Exchange:
                     exc = stopped
             finish(exc)
 
-        def fold(items: List[Item]) -> None:
+        def fold(reply: Reply) -> None:
             try:
-                send(self.advance(items))
+                with lock:  # replies are folded on several pool threads at once
+                    outgoing = self.fold(reply)
+                send(outgoing)
             except Exception as exc:  # noqa: BLE001 - reported to the requester
                 finish(failure(exc))
                 return
@@ -154,7 +172,7 @@ class Exchange:
                 if exc is not None:
                     done.set_exception(exc)
                 elif outstanding[0] == 0:
-                    done.set_result(self.for_requester)
+                    done.set_result(self.reply())
 
         send(outgoing)
         return done
@@ -176,13 +194,14 @@ def failure(worker: str, exc: BaseException) -> BaseException:
 
 def serve_backward_step(requester: actors.WorkerInfo, step: tuple) -> Future:
     """Serve a backward step (see the module doc); the reply holds the requester's items."""
-    context_id, pass_id, retain_graph, items = step
+    context_id, pass_id, retain_graph, items, live = step
     me = actors.get_worker_info()
     ctx = container.get(context_id, me.name)
     try:
         with ctx.lock:
-            part = ctx.backward_pass(pass_id, retain_graph)
-        exchange = Exchange(ctx, part, me.id, requester.id)
+            part = ctx.backward_pass(pass_id, retain_graph,
+                                     None if live is None else held_by(live, me.id))
+        exchange = Exchange(ctx, part, me.id, requester.id, live)
         outgoing = exchange.advance(items)
     except Exception as exc:
         raise failure(me.name, exc) from exc

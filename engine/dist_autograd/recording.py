@@ -2,8 +2,9 @@
 
 On the sender of a request or response made inside a context, the tensors that
 require grad among its arguments (or return value) get a `SendFunction` whose edges
-lead to them; the message carries ``(context_id, message_id)`` in its meta, and a
-request the context releases owed to its receiver (see `release`). The receiver
+lead to them; the message carries ``(context_id, message_id)`` and the message's
+lineage (SMART mode's liveness, see `lineage`) in its meta, and a request the
+context releases owed to its receiver (see `release`). The receiver
 creates the context on first sight, gives the received tensors a `RecvFunction` as
 their `grad_fn`, and runs the called function inside that context, so nested calls
 record too. Tensors are found in lists, tuples, dicts and user objects' attributes,
@@ -23,6 +24,7 @@ from engine.tensor import Tensor
 from .context import AutogradContext, container
 from .exchange import send_gradients
 from .functions import RecvFunction, SendFunction
+from .lineage import lineage_of, received
 from .release import owed, release_all
 
 log = get_logger(__name__)
@@ -69,51 +71,62 @@ def new_message_id() -> int:
     return container.new_id(actors.get_worker_info().id)
 
 
-def record_send(context: AutogradContext, envelope: RpcEnvelope, value: Any) -> Optional[int]:
-    """Add a SendFunction for `value`'s grad tensors; returns its message id, if any."""
+def record_send(context: AutogradContext, envelope: RpcEnvelope, value: Any
+                ) -> Tuple[Optional[int], Optional[Tuple[int, ...]]]:
+    """Add a SendFunction for `value`'s grad tensors; its message id and lineage, if any.
+
+    The lineage travels as a tuple, None if empty.
+    """
     context.workers.add(envelope.peer.id)
     tensors = grad_tensors(value)
     if not tensors:
-        return None
+        return None, None
     message_id = new_message_id()
-    context.sends[message_id] = SendFunction(message_id, [gradient_edge(t) for t in tensors])
-    return message_id
+    edges = [gradient_edge(t) for t in tensors]
+    context.sends[message_id] = SendFunction(message_id, edges)
+    return message_id, tuple(lineage_of(edges)) or None
 
 
 def record_recv(context: AutogradContext, message_id: Optional[int], peer: WorkerInfo,
-                value: Any) -> None:
+                value: Any, carried: Optional[Tuple[int, ...]]) -> None:
     """Make a RecvFunction the grad_fn of `value`'s received grad tensors."""
     context.workers.add(peer.id)
     if message_id is None:
         return
     tensors = grad_tensors(value)
-    recv = RecvFunction(message_id, peer, len(tensors), send_gradients, context.id)
+    recv = RecvFunction(message_id, peer, len(tensors), send_gradients, context.id,
+                        received(message_id, carried or ()))
     for slot, tensor in enumerate(tensors):
         tensor.grad_fn, tensor.output_nr = recv, slot
     context.recvs[message_id] = recv
 
 
 def _tag(envelope: RpcEnvelope, context: Optional[AutogradContext], request: bool) -> None:
-    """Put ``(context_id, message_id, released_ids)`` in the message's meta, if any is set.
+    """Put ``(context_id, message_id, released_ids, lineage)`` in the message's meta, if
+    any is set.
 
     A request also carries the context releases owed to its receiver (see `release`).
     """
-    message_id = None if context is None else record_send(context, envelope, envelope.payload)
+    message_id = lineage = None
+    if context is not None:
+        message_id, lineage = record_send(context, envelope, envelope.payload)
     released = owed.peek(envelope.peer.id) if request else None
     if context is not None or released:
         envelope.meta[HOOK_NAME] = (None if context is None else context.id, message_id,
-                                    released)
+                                    released, lineage)
 
 
-def _untag(envelope: RpcEnvelope) -> Tuple[Optional[int], Optional[int]]:
-    """Apply the releases a received message carries; returns its context and message ids."""
+def _untag(envelope: RpcEnvelope
+           ) -> Tuple[Optional[int], Optional[int], Optional[Tuple[int, ...]]]:
+    """Apply the releases a received message carries; its context id, message id and
+    lineage."""
     tag = envelope.meta.get(HOOK_NAME)
     if tag is None:
-        return None, None
-    context_id, message_id, released = tag
+        return None, None, None
+    context_id, message_id, released, lineage = tag
     if released:
         release_all(released, envelope.peer.id)
-    return context_id, message_id
+    return context_id, message_id, lineage
 
 
 class DistAutogradHook(RpcHook):
@@ -126,11 +139,11 @@ class DistAutogradHook(RpcHook):
         _tag(envelope, container.current(), request=True)
 
     def request_received(self, envelope: RpcEnvelope) -> ContextManager:
-        context_id, message_id = _untag(envelope)
+        context_id, message_id, lineage = _untag(envelope)
         context = None if context_id is None else container.get_or_create(context_id)
         if context is None:  # untagged, or released while this call was in flight
             return contextlib.nullcontext()
-        record_recv(context, message_id, envelope.peer, envelope.payload)
+        record_recv(context, message_id, envelope.peer, envelope.payload, lineage)
         return container.using(context)
 
     def response_sent(self, envelope: RpcEnvelope) -> None:
@@ -142,10 +155,10 @@ class DistAutogradHook(RpcHook):
         sent = envelope.request_meta.get(HOOK_NAME)
         if sent is not None and sent[2]:  # the releases it carried arrived
             owed.settle(envelope.peer.id, sent[2])
-        context_id, message_id = _untag(envelope)
+        context_id, message_id, lineage = _untag(envelope)
         context = None if context_id is None else container.find(context_id)
         if context is not None:
-            record_recv(context, message_id, envelope.peer, envelope.payload)
+            record_recv(context, message_id, envelope.peer, envelope.payload, lineage)
 
     def worker_lost(self, worker: WorkerInfo) -> None:
         """Drop the contexts the lost worker created: nobody will release them now."""

@@ -142,3 +142,48 @@ def weighted_total(bundle):
 
 def sum_of_squares(x):
     return (x * x).sum()
+
+
+def call(remote: bool, worker: str, fn, *args):
+    """`fn(*args)` on `worker` over RPC, or here: the same graph built in one process."""
+    return actors.rpc_sync(worker, fn, args=args) if remote else fn(*args)
+
+
+def passes_seen(context_id: int):
+    """How many backward passes of the context reached this worker (None: no context)."""
+    context = dist_autograd.container.find(context_id)
+    return None if context is None else len(context.passes)
+
+
+def square(x):
+    return x * x
+
+
+def double_with_square_aside(x, aside: str, remote: bool = True):
+    """z = 2x; z² is computed on `aside` and thrown away; returns z."""
+    z = x * 2.0
+    call(remote, aside, square, z)
+    return z
+
+
+def triple_and_call_back(x, caller: str, remote: bool = True):
+    """y = 3x; y² is computed back on `caller`, and y + x too but thrown away; y² + y."""
+    y = x * 3.0
+    u = call(remote, caller, engine.mul, y, y)
+    call(remote, caller, engine.add, y, x)
+    return u + y
+
+
+class Scaler:
+    """An object with a parameter, used through RRef proxies."""
+
+    def __init__(self, value: float):
+        self.weight = engine.tensor(np.array([value]), requires_grad=True)
+
+    def scale_and_shift(self, x):
+        """(x * w, x + w): callers use the first."""
+        return x * self.weight, x + self.weight
+
+
+def scaler_weight_grad(scaler_rref, context_id: int):
+    return dist_autograd.get_gradients(context_id).get(scaler_rref.local_value().weight)
