@@ -9,6 +9,7 @@ import time
 from typing import Any, List, Optional, Tuple
 
 from tests.net import free_port
+from tests.subprocesses import reap
 
 ctx = mp.get_context("spawn")
 
@@ -60,9 +61,5 @@ def join_all(kind: str, claims: List[Claim], timeout: float, wait: float
                 if not any(p.is_alive() for p in procs):
                     break
     finally:
-        for proc in procs:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+        reap(procs)
     return [outcomes.get(i, ("missing", wait)) for i in range(len(claims))]
