@@ -36,3 +36,12 @@ def running(args: List[str], log_path: Optional[pathlib.Path] = None,
 def logged_events(log_path: pathlib.Path) -> Set[str]:
     """The structlog event names a process wrote to its log."""
     return set(re.findall(r"event='([^']+)'", log_path.read_text()))
+
+
+def reap(procs: list, grace: float = 5.0) -> None:
+    """Join each multiprocessing process for up to `grace` seconds, then kill what is left."""
+    for proc in procs:
+        proc.join(grace)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(grace)

@@ -21,6 +21,7 @@ from actors.network import bind_host, workers_on_host
 from actors.runtime.process import at_exit
 from actors.runtime.process.log import get_logger
 from actors.runtime.process.tuning import keep_freed_memory, share_cores
+from store.agreement import Belief, agree
 from store.base import Store, to_seconds
 from store.errors import StoreTimeoutError
 
@@ -107,6 +108,9 @@ def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGr
     from store import PrefixStore
 
     keys = PrefixStore(f"pg/{next(_initializations)}", store)
+    agree(PrefixStore("agreement", keys), Belief(rank, world_size), timeout,
+          lambda message: DistError(f"init_process_group: {message}"),
+          lambda missing: _not_assembled(timeout, missing))
     transport = Transport(rank, bind_host(store))
     try:
         # The identity first: a rank's address tells the others that both are there.
@@ -116,9 +120,8 @@ def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGr
         try:
             keys.wait(wanted, timeout)
         except StoreTimeoutError:
-            missing = [r for r in range(world_size) if not keys.check([wanted[r]])]
-            raise DistError(f"the process group did not assemble within {timeout:g}s: "
-                            + ", ".join(f"rank {r}" for r in missing) + " never joined") from None
+            raise DistError(_not_assembled(timeout, [
+                r for r in range(world_size) if not keys.check([wanted[r]])])) from None
         addresses = [a.decode() for a in keys.multi_get(wanted)]
         identities = keys.multi_get([f"identities/{r}" for r in range(world_size)])
         transport.connect(addresses, identities, timeout)
@@ -127,6 +130,11 @@ def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGr
         raise
     share_cores(workers_on_host(addresses, transport.address))
     return ProcessGroup(transport, "0", range(world_size), timeout)
+
+
+def _not_assembled(timeout: float, missing: List[int]) -> str:
+    return (f"the process group did not assemble within {timeout:g}s: "
+            + ", ".join(f"rank {r}" for r in missing) + " never joined")
 
 
 def destroy_process_group(group: Optional[ProcessGroup] = None) -> None:

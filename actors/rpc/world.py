@@ -1,6 +1,8 @@
 """Forming an RPC world through a store: registration and the directory of workers.
 
-Keys (under the store the agent is given): ``names/<name>`` → rank,
+Keys (under the store the agent is given): ``agreement/...``, the log in which the
+workers check that they agree on the world size and that names and ranks are unique
+(`store.agreement`), then ``names/<name>`` → rank,
 ``ranks/<rank>`` → name, ``addresses/<rank>`` → mailbox address, ``scripts/<rank>`` →
 the path of the script the worker runs (empty without one), and
 ``barriers/<tag>/...`` for the shutdown barriers (`store.barrier`).
@@ -9,8 +11,10 @@ from __future__ import annotations
 
 from actors.runtime.protocol.script_refs import script_path
 
+from store.agreement import Belief, agree
 from store.base import Store
 from store.errors import StoreTimeoutError
+from store.prefix_store import PrefixStore
 
 from .directory import WorkerDirectory
 from .errors import RpcInitError
@@ -18,7 +22,12 @@ from .errors import RpcInitError
 
 def join_world(store: Store, name: str, rank: int, world_size: int, address: str,
                timeout: float) -> WorkerDirectory:
-    """Register this worker and wait for the whole world; RpcInitError says what went wrong."""
+    """Register this worker and wait for the whole world; RpcInitError says what went wrong
+    (on every worker, when the workers disagree on the world size or share a name or rank)."""
+    agree(PrefixStore("agreement", store), Belief(rank, world_size, name), timeout,
+          lambda message: RpcInitError(f"init_rpc: {message}"),
+          lambda missing: f"the RPC world did not assemble within {timeout:g}s: ranks "
+                          f"{missing} of {world_size} never joined")
     taken_by = store.compare_set(f"names/{name}", "", str(rank)).decode()
     if taken_by != str(rank):
         raise RpcInitError(f"duplicate worker name {name!r}: rank {taken_by} already uses it")

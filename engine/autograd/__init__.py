@@ -9,7 +9,7 @@ are loaded on first use (``engine.tensor`` itself imports this package).
 from typing import Any
 
 from engine.autograd.accumulate import IntoGrad, merge_gradient
-from engine.autograd.backward import backward, root_gradient
+from engine.autograd.backward import backward, queue_callback, root_gradient
 from engine.autograd.grad_mode import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from engine.autograd.graph import (
     FREED,
@@ -40,7 +40,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Node", "AccumulateGrad", "GraphRoot", "Edge", "NO_EDGE", "FREED", "gradient_edge",
-    "GraphTask", "count_dependencies", "backward", "root_gradient",
+    "GraphTask", "count_dependencies", "backward", "queue_callback", "root_gradient",
     "IntoGrad", "merge_gradient",
     "Function", "FunctionCtx", "FunctionNode",
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled", "gradcheck",

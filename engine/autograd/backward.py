@@ -1,13 +1,31 @@
 """Local backward: turn root tensors and their gradients into a ``GraphTask`` and run it."""
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import threading
+from typing import Any, Callable, List, Optional, Sequence
 
 import numpy as np
 
 from engine.autograd.graph import GraphRoot
 from engine.autograd.scheduler import GraphTask, Sink
 from engine.errors import AutogradError, GradientShapeError
+
+# Per thread, the callbacks of each backward pass in progress (nested passes stack).
+_passes = threading.local()
+
+
+def queue_callback(callback: Callable[[], None]) -> None:
+    """Run `callback()` once the backward pass running in this thread has finished
+    (torch's ``Variable._execution_engine.queue_callback``).
+
+    Callable only from inside a pass (a hook); callbacks run in the order queued, after
+    every node of the pass, in the same thread; one that raises ends the pass with its
+    error, and the callbacks queued after it are not run. A pass that raises runs none.
+    """
+    stack: Optional[List[list]] = getattr(_passes, "stack", None)
+    if not stack:
+        raise AutogradError("queue_callback can only be called during a backward pass")
+    stack[-1].append(callback)
 
 
 def root_gradient(tensor: Any, gradient: Any) -> np.ndarray:
@@ -62,4 +80,12 @@ def backward(
         grads.append(root_gradient(tensor, gradient))
     task = GraphTask(retain_graph=retain_graph, accumulate=accumulate)
     task.add_root(GraphRoot(edges, grads))
-    task.run()
+    stack = _passes.__dict__.setdefault("stack", [])
+    callbacks: List[Callable[[], None]] = []
+    stack.append(callbacks)
+    try:
+        task.run()
+    finally:
+        stack.pop()
+    for callback in callbacks:
+        callback()

@@ -9,6 +9,7 @@ import traceback
 from typing import Any, Callable, Iterable, List, Optional
 
 from tests.net import free_port
+from tests.subprocesses import reap
 
 ctx = mp.get_context("spawn")
 
@@ -73,8 +74,4 @@ def spawn_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: f
                     break
         return [outcomes.get(r, ("missing", None)) for r in range(world)]
     finally:
-        for proc in procs:
-            proc.join(5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(5)
+        reap(procs)

@@ -18,3 +18,21 @@ def test_a_post_accumulate_grad_hook_sees_the_accumulated_gradient_once_per_pass
     assert len(seen) == 1
     with pytest.raises(AutogradError, match="leaves"):
         (leaf * 2).register_post_accumulate_grad_hook(print)
+
+
+def test_a_queued_callback_runs_once_after_every_node_of_the_pass():
+    from engine.autograd import queue_callback
+
+    first = Tensor(np.array([1.0]), requires_grad=True)
+    second = Tensor(np.array([2.0]), requires_grad=True)
+    order = []
+    first.register_post_accumulate_grad_hook(
+        lambda t: (order.append("first"), queue_callback(lambda: order.append(
+            ("done", first.grad is not None, second.grad is not None)))))
+    second.register_post_accumulate_grad_hook(lambda t: order.append("second"))
+    (first * second).sum().backward()
+    assert sorted(order[:2]) == ["first", "second"] and order[2:] == [("done", True, True)]
+    (first * second).sum().backward()
+    assert len(order) == 6  # queued again in the second pass, not left over from the first
+    with pytest.raises(AutogradError, match="during a backward pass"):
+        queue_callback(print)

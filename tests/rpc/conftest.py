@@ -9,6 +9,7 @@ import pytest
 
 import actors
 from tests.net import free_port
+from tests.subprocesses import reap
 from tests.rpc import workers
 
 ctx = mp.get_context("spawn")
@@ -35,11 +36,7 @@ def rpc_world(world_size: int = 3, threads: int = 4, with_hook: bool = False
         finally:
             actors.shutdown(graceful=all(p.is_alive() for p in procs), timeout=60)
     finally:
-        for proc in procs:
-            proc.join(30)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(10)
+        reap(procs, 30)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,124 @@
+"""Agreement at start: the members of a job check that they agree on the world size
+and that ranks (and names) are unique, before anyone builds on a wrong world.
+
+Each member appends what it believes (rank, world size, name, which process it is) to
+a log in the store: ``n = add("<prefix>/count", 1)``, then ``set("<prefix>/<n>", json)``.
+Every member reads the log in order, each read waiting for the next entry, and checks
+each prefix with `find_conflict`, a pure function: a conflict is seen by every member
+as soon as the second of the two entries is in the log, with no polling. A member that
+sees one appends an acknowledgement and, before raising, waits (bounded) until every
+member that wrote a belief has acknowledged too, so that the member hosting the store
+does not close it while others still need to read the log. A member that arrives after
+the world had formed and left cannot be reported to the others: they have moved on.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from typing import Callable, Dict, List, NamedTuple, Optional
+
+from store.base import Store
+from store.errors import StoreConnectionError, StoreTimeoutError
+
+# How long a member that saw a conflict waits for the others to see it too.
+ACK_GRACE = 10.0
+
+
+class Belief(NamedTuple):
+    """What one member believes about the job it joins."""
+
+    rank: int
+    world_size: int
+    name: Optional[str] = None  # RPC worker names; None in a process group
+    who: str = ""
+
+    def label(self) -> str:
+        return f"rank {self.rank}" + (f" ({self.name!r})" if self.name is not None else "")
+
+
+def find_conflict(beliefs: List[Belief]) -> Optional[str]:
+    """What is wrong with these beliefs taken together, or None if nothing yet."""
+    sizes = {b.world_size for b in beliefs}
+    if len(sizes) > 1:
+        return "the ranks disagree on the world size: " + ", ".join(
+            f"{b.label()} says {b.world_size}" for b in sorted(beliefs, key=lambda b: b.rank))
+    by_rank: Dict[int, Belief] = {}
+    by_name: Dict[str, Belief] = {}
+    for belief in beliefs:
+        first = by_rank.setdefault(belief.rank, belief)
+        if first is not belief:
+            return (f"rank {belief.rank} is claimed twice: by {_who(first)} and by "
+                    f"{_who(belief)}")
+        if belief.name is not None:
+            first = by_name.setdefault(belief.name, belief)
+            if first is not belief:
+                return (f"duplicate worker name {belief.name!r}: rank {first.rank} and rank "
+                        f"{belief.rank} both use it")
+    return None
+
+
+def agree(store: Store, me: Belief, timeout: float, error: Callable[[str], Exception],
+          missing: Callable[[List[int]], str]) -> None:
+    """Publish `me` under `store` (a prefix of its own) and return once all
+    `me.world_size` ranks have published beliefs that agree with it.
+
+    `error(message)` is raised on every member that sees a conflict, as soon as it is in
+    the log; `error(missing(ranks))` when the world is incomplete after `timeout` seconds.
+    """
+    me = me._replace(who=f"pid {os.getpid()} on {socket.gethostname()}")
+    mine = _append(store, me._asdict())
+    deadline = time.monotonic() + timeout
+    beliefs: Dict[int, Belief] = {}
+    seen: set = set()
+    conflict: Optional[str] = None
+    index = 0
+    while True:
+        index += 1
+        try:
+            entry = _read(store, index, deadline - time.monotonic())
+        except StoreConnectionError:
+            if conflict is None:
+                raise
+            entry = None  # the host saw every acknowledgement and closed the store
+        if entry is None:  # out of time
+            if conflict is not None:
+                raise error(conflict)
+            heard = {b.rank for b in beliefs.values()}
+            raise error(missing([r for r in range(me.world_size) if r not in heard]))
+        if "seen" in entry:
+            seen.add(entry["seen"])
+        else:
+            beliefs[index] = Belief(**entry)
+        if conflict is None:
+            conflict = find_conflict(list(beliefs.values()))
+            if conflict is not None:
+                _append(store, {"seen": mine})
+                deadline = min(deadline, time.monotonic() + ACK_GRACE)
+            elif len(beliefs) == me.world_size:
+                return
+        if conflict is not None and seen >= set(beliefs):
+            raise error(conflict)
+
+
+def _append(store: Store, entry: dict) -> int:
+    index = store.add("count", 1)
+    store.set(str(index), json.dumps(entry))
+    return index
+
+
+def _read(store: Store, index: int, timeout: float) -> Optional[dict]:
+    """Log entry `index`, waiting for it up to `timeout` seconds; None if it never came."""
+    if timeout <= 0:
+        return None
+    try:
+        store.wait([str(index)], timeout)
+    except StoreTimeoutError:
+        return None
+    return json.loads(store.get(str(index)))
+
+
+def _who(belief: Belief) -> str:
+    return (f"worker {belief.name!r} ({belief.who})" if belief.name is not None
+            else belief.who)

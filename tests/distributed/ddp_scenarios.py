@@ -1,0 +1,70 @@
+"""DDP with a parameter that `forward` may leave unused (importable by spawned ranks)."""
+from __future__ import annotations
+
+import numpy as np
+
+from engine.nn import Linear, Module
+
+STEPS, PER_RANK = 3, 4
+
+
+class Branchy(Module):
+    """`used` always feeds the output; `extra` only where `use_extra` is true."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.used = Linear(5, 2)
+        self.extra = Linear(5, 2)
+
+    def forward(self, x, use_extra: bool):
+        out = self.used(x)
+        return out + self.extra(x) if use_extra else out
+
+
+def branchy(seed: int) -> Branchy:
+    import engine
+
+    engine.manual_seed(seed)
+    return Branchy()
+
+
+def batches(world: int):
+    rng = np.random.default_rng(11)
+    return [(rng.standard_normal((PER_RANK * world, 5)).astype(np.float32),
+             rng.standard_normal((PER_RANK * world, 2)).astype(np.float32))
+            for _ in range(STEPS)]
+
+
+def uses_extra(rank: int, extra_on: str) -> bool:
+    return extra_on == "rank0" and rank == 0
+
+
+def train_branchy(rank, world, find_unused, extra_on):
+    """STEPS of SGD, going on after an error. Per step: where an error was raised and its
+    message, the gradients after backward; and the final parameters."""
+    from engine import Tensor
+    from engine.nn import functional as F
+    from engine.nn.parallel import DistributedDataParallel, UnfinishedReductionError
+    from engine.optim import SGD
+
+    model = DistributedDataParallel(branchy(seed=5 + rank), find_unused_parameters=find_unused)
+    optimizer = SGD(model.parameters(), lr=0.1)
+    steps = []
+    for inputs, targets in batches(world):
+        mine = slice(rank * PER_RANK, (rank + 1) * PER_RANK)
+        optimizer.zero_grad()
+        error = None
+        try:
+            out = model(Tensor(inputs[mine]), uses_extra(rank, extra_on))
+        except UnfinishedReductionError as exc:
+            error = ("forward", str(exc))
+            out = model(Tensor(inputs[mine]), uses_extra(rank, extra_on))
+        try:
+            F.mse_loss(out, Tensor(targets[mine])).backward()
+        except UnfinishedReductionError as exc:
+            error = error or ("backward", str(exc))
+        grads = {name: None if p.grad is None else p.grad.copy()
+                 for name, p in model.module.named_parameters()}
+        steps.append((error, grads))
+        optimizer.step()
+    return steps, {name: p.data.copy() for name, p in model.module.named_parameters()}

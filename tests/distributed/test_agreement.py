@@ -1,0 +1,44 @@
+"""init_rpc and init_process_group: ranks that disagree on the world, or claim one name or
+rank twice, fail on every rank at once, naming the values and the ranks."""
+import pytest
+
+from tests.joining import join_all
+
+# Spawning three processes and joining takes about 2 s; a conflict is seen right after.
+pytestmark = pytest.mark.timeout(60)
+JOIN_TIMEOUT = 30.0  # what every join is allowed; a visible conflict must come far sooner
+SEEN_AT_ONCE = 10.0  # from start to error, process start-up included
+REPORTS_WITHIN = 40.0
+
+
+def _every_join_failed_at_once(outcomes, *needles):
+    for index, (outcome, seconds) in enumerate(outcomes):
+        assert outcome.split(":")[0] in ("RpcInitError", "DistError"), (index, outcome)
+        for needle in needles:
+            assert needle in outcome, (index, outcome)
+        assert seconds < SEEN_AT_ONCE, (index, seconds)
+
+
+@pytest.mark.parametrize("kind", ["rpc", "pg"])
+def test_ranks_that_disagree_on_the_world_size_all_fail_naming_both_sizes(kind):
+    names = ["a", "b"] if kind == "rpc" else [None, None]
+    outcomes = join_all(kind, [(0, 2, names[0]), (1, 3, names[1])], JOIN_TIMEOUT,
+                        REPORTS_WITHIN)
+    _every_join_failed_at_once(outcomes, "disagree on the world size", "says 2", "says 3",
+                               "rank 0", "rank 1")
+
+
+def test_a_worker_name_used_twice_fails_on_every_worker_naming_it_and_both_ranks():
+    outcomes = join_all("rpc", [(0, 2, "twin"), (1, 2, "twin")], JOIN_TIMEOUT, REPORTS_WITHIN)
+    _every_join_failed_at_once(outcomes, "duplicate worker name 'twin'", "rank 0", "rank 1")
+
+
+def test_a_rank_claimed_twice_in_a_process_group_fails_on_every_rank():
+    outcomes = join_all("pg", [(0, 3, None), (1, 3, None), (1, 3, None)], JOIN_TIMEOUT,
+                        REPORTS_WITHIN)
+    _every_join_failed_at_once(outcomes, "rank 1 is claimed twice", "pid")
+
+
+def test_ranks_that_agree_still_join():
+    outcomes = join_all("pg", [(0, 2, None), (1, 2, None)], JOIN_TIMEOUT, REPORTS_WITHIN)
+    assert [outcome for outcome, _ in outcomes] == ["joined", "joined"]
