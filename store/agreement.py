@@ -60,6 +60,15 @@ def find_conflict(beliefs: List[Belief]) -> Optional[str]:
     return None
 
 
+def generation(store: Store, world_size: int) -> int:
+    """Which formation of a world of `world_size` on `store` this member joins, counted
+    in the store: members that join the same formation get the same number, whatever
+    each process did before (a process that formed a world once and forms another with
+    newly started peers, or members that form two worlds in a row on one store).
+    Formations on one store follow each other, every member joining each once."""
+    return (store.add("joins", 1) - 1) // world_size
+
+
 def agree(store: Store, me: Belief, timeout: float, error: Callable[[str], Exception],
           missing: Callable[[List[int]], str]) -> None:
     """Publish `me` under `store` (a prefix of its own) and return once all

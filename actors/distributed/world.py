@@ -21,7 +21,7 @@ from actors.network import bind_host, workers_on_host
 from actors.runtime.process import at_exit
 from actors.runtime.process.log import get_logger
 from actors.runtime.process.tuning import keep_freed_memory, share_cores
-from store.agreement import Belief, agree
+from store.agreement import Belief, agree, generation
 from store.base import Store, to_seconds
 from store.errors import StoreTimeoutError
 
@@ -46,7 +46,6 @@ class _World:
 
 _lock = threading.Lock()
 _world: Optional[_World] = None
-_initializations = itertools.count()
 
 
 def init_process_group(backend: Optional[str] = None, init_method: Optional[str] = None,
@@ -107,7 +106,7 @@ def _leave_at_exit(deadline: float) -> None:
 def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGroup:
     from store import PrefixStore
 
-    keys = PrefixStore(f"pg/{next(_initializations)}", store)
+    keys = PrefixStore(f"pg/{generation(PrefixStore('pg', store), world_size)}", store)
     agree(PrefixStore("agreement", keys), Belief(rank, world_size), timeout,
           lambda message: DistError(f"init_process_group: {message}"),
           lambda missing: _not_assembled(timeout, missing))

@@ -42,3 +42,40 @@ def test_a_rank_claimed_twice_in_a_process_group_fails_on_every_rank():
 def test_ranks_that_agree_still_join():
     outcomes = join_all("pg", [(0, 2, None), (1, 2, None)], JOIN_TIMEOUT, REPORTS_WITHIN)
     assert [outcome for outcome, _ in outcomes] == ["joined", "joined"]
+
+
+def _form_groups(ports, rank, results):
+    """Form a group of 2 as `rank` on each of `ports` in turn; report the all_reduces."""
+    import numpy as np
+
+    import actors.distributed as dist
+
+    sums = []
+    for port in ports:
+        dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=2, timeout=JOIN_TIMEOUT)
+        array = np.ones(2)
+        dist.all_reduce(array)
+        sums.append(array.tolist())
+        dist.destroy_process_group()
+    results.put((rank, len(ports), sums))
+
+
+def test_a_process_that_formed_a_group_before_forms_another_with_a_newly_started_peer():
+    from tests.joining import ctx
+    from tests.net import free_port
+    from tests.subprocesses import reap
+
+    ports = [free_port(), free_port()]
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_form_groups, args=(ports, 0, results), daemon=True),
+             ctx.Process(target=_form_groups, args=(ports[:1], 1, results), daemon=True),
+             ctx.Process(target=_form_groups, args=(ports[1:], 1, results), daemon=True)]
+    try:
+        for proc in procs:
+            proc.start()
+        reports = sorted(results.get(timeout=REPORTS_WITHIN) for _ in procs)
+    finally:
+        reap(procs)
+    assert reports == [(0, 2, [[2.0, 2.0], [2.0, 2.0]]), (1, 1, [[2.0, 2.0]]),
+                       (1, 1, [[2.0, 2.0]])]
