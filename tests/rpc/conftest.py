@@ -8,6 +8,7 @@ from typing import Iterator, List
 import pytest
 
 import actors
+from actors.rpc.state import current_agent
 from tests.net import free_port
 from tests.subprocesses import reap
 from tests.rpc import workers
@@ -34,7 +35,11 @@ def rpc_world(world_size: int = 3, threads: int = 4, with_hook: bool = False
         try:
             yield procs
         finally:
-            actors.shutdown(graceful=all(p.is_alive() for p in procs), timeout=60)
+            # A worker a test killed can look alive a moment longer (its connections
+            # closed, its exit not yet reaped); this worker has already seen it lost.
+            graceful = all(p.is_alive() for p in procs) and \
+                not current_agent().lost_workers
+            actors.shutdown(graceful=graceful, timeout=60)
     finally:
         reap(procs, 30)
 
