@@ -92,11 +92,6 @@ class RpcAgent:
         log.info("rpc_worker_joined", worker=self.name, rank=self.rank,
                  world_size=self.world_size, address=self.actor.address)
 
-    @property
-    def lost_workers(self) -> frozenset:
-        """The names of the workers this one has seen lost."""
-        return frozenset(self._lost)
-
     # ---- ids ----------------------------------------------------------------------
 
     def new_id(self) -> int:

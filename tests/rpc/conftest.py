@@ -8,7 +8,6 @@ from typing import Iterator, List
 import pytest
 
 import actors
-from actors.rpc.state import current_agent
 from tests.net import free_port
 from tests.subprocesses import reap
 from tests.rpc import workers
@@ -35,13 +34,23 @@ def rpc_world(world_size: int = 3, threads: int = 4, with_hook: bool = False
         try:
             yield procs
         finally:
-            # A worker a test killed can look alive a moment longer (its connections
-            # closed, its exit not yet reaped); this worker has already seen it lost.
-            graceful = all(p.is_alive() for p in procs) and \
-                not current_agent().lost_workers
-            actors.shutdown(graceful=graceful, timeout=60)
+            actors.shutdown(graceful=_every_worker_answers(procs), timeout=60)
     finally:
         reap(procs, 30)
+
+
+def _every_worker_answers(procs: List[mp.Process]) -> bool:
+    """Whether a graceful shutdown can finish: every worker is alive and answers. A
+    worker a test killed can still look alive to `is_alive` for a while under load; a
+    call to it fails at once, as its connection has closed."""
+    if not all(proc.is_alive() for proc in procs):
+        return False
+    try:
+        for rank in range(1, len(procs) + 1):
+            actors.rpc_sync(f"worker{rank}", workers.echo, args=(None,), timeout=10)
+    except Exception:  # noqa: BLE001 - lost, or too busy to leave gracefully
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
