@@ -10,8 +10,14 @@ from engine.autograd.graph import GraphRoot
 from engine.autograd.scheduler import GraphTask, Sink
 from engine.errors import AutogradError, GradientShapeError
 
-# Per thread, the callbacks of each backward pass in progress (nested passes stack).
-_passes = threading.local()
+class _Passes(threading.local):
+    """Per thread, the callbacks of each backward pass in progress (nested passes stack)."""
+
+    def __init__(self) -> None:
+        self.stack: List[List[Callable[[], None]]] = []
+
+
+_passes = _Passes()
 
 
 def queue_callback(callback: Callable[[], None]) -> None:
@@ -22,7 +28,7 @@ def queue_callback(callback: Callable[[], None]) -> None:
     every node of the pass, in the same thread; one that raises ends the pass with its
     error, and the callbacks queued after it are not run. A pass that raises runs none.
     """
-    stack: Optional[List[list]] = getattr(_passes, "stack", None)
+    stack = _passes.stack
     if not stack:
         raise AutogradError("queue_callback can only be called during a backward pass")
     stack[-1].append(callback)
@@ -80,7 +86,7 @@ def backward(
         grads.append(root_gradient(tensor, gradient))
     task = GraphTask(retain_graph=retain_graph, accumulate=accumulate)
     task.add_root(GraphRoot(edges, grads))
-    stack = _passes.__dict__.setdefault("stack", [])
+    stack = _passes.stack
     callbacks: List[Callable[[], None]] = []
     stack.append(callbacks)
     try:

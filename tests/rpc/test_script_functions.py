@@ -92,17 +92,23 @@ def script_with_a_guard(tmp_path, monkeypatch):
     yield str(script), as_script_definition
 
 
+def _reduced_for_the_same_script(fn):
+    """(qualname, path, value) of `fn` as sent to a worker known to run this script."""
+    from actors.runtime.protocol import script_refs
+
+    with script_refs.same_script_receiver(True):
+        return reduce_script_definition(fn)[1]
+
+
 def test_a_receiver_known_to_run_the_same_script_gets_a_top_level_definition_by_name_alone(
         script_with_a_guard):
-    from actors.runtime.protocol import script_refs
 
     def triple_for_test(x):
         return 3 * x
 
     script, as_script_definition = script_with_a_guard
     triple = as_script_definition(triple_for_test)
-    with script_refs.same_script_receiver(True):
-        _, (qualname, path, value) = reduce_script_definition(triple)
+    qualname, path, value = _reduced_for_the_same_script(triple)
     assert (qualname, path, value) == ("triple_for_test", script, None)
     _, (_, _, value) = reduce_script_definition(triple)  # a receiver that may not have it
     assert cloudpickle.loads(value)(2) == 6
@@ -113,13 +119,11 @@ def test_a_receiver_known_to_run_the_same_script_gets_a_top_level_definition_by_
 
 def test_a_definition_made_under_a_condition_keeps_its_value_even_for_the_same_script(
         script_with_a_guard):
-    from actors.runtime.protocol import script_refs
 
     def guarded_for_test(x):
         return 4 * x
 
     _, as_script_definition = script_with_a_guard
     guarded = as_script_definition(guarded_for_test)
-    with script_refs.same_script_receiver(True):
-        _, (_, _, value) = reduce_script_definition(guarded)
+    _, _, value = _reduced_for_the_same_script(guarded)
     assert cloudpickle.loads(value)(2) == 8  # a spawned child skips the guarded block
