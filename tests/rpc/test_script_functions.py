@@ -127,3 +127,28 @@ def test_a_definition_made_under_a_condition_keeps_its_value_even_for_the_same_s
     guarded = as_script_definition(guarded_for_test)
     _, _, value = _reduced_for_the_same_script(guarded)
     assert cloudpickle.loads(value)(2) == 8  # a spawned child skips the guarded block
+
+
+def test_a_call_with_a_definition_by_name_round_trips_through_the_codec_with_its_arguments(
+        script_with_a_guard):
+    import numpy as np
+
+    from actors.runtime.protocol import script_refs, serialization
+
+    def triple_for_test(x):
+        return 3 * x
+
+    _, as_script_definition = script_with_a_guard
+    triple = as_script_definition(triple_for_test)
+    big = np.arange(1024, dtype=np.float64)  # travels out of band
+    calls = [(triple, (np.ones(3), big), {"k": [1, "a"]}, 0, {}),
+             (triple, (lambda x: x + 1,), {}, 0, {})]  # a lambda: by value
+    with script_refs.same_script_receiver(True):
+        encoded = [serialization.dumps(call) for call in calls]
+    (fn, (small, large), kwargs, _, _), (_, (inc,), _, _, _) = [
+        serialization.loads(body, buffers) for body, buffers in encoded]
+    assert fn is triple and kwargs == {"k": [1, "a"]}
+    assert np.array_equal(small, np.ones(3)) and np.array_equal(large, big)
+    assert len(encoded[0][1]) == 1 and inc(1) == 2
+    assert b"triple_for_test" in encoded[0][0] and b"cloudpickle" not in encoded[0][0]
+    assert b"cloudpickle" in encoded[1][0]

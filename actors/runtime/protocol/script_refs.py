@@ -45,7 +45,13 @@ def _real_path(path: str) -> str:
     return os.path.realpath(path)
 
 
-_receiver = threading.local()
+class _Receiver(threading.local):
+    """Whether this thread's messages go to a receiver that runs this script."""
+
+    same = False
+
+
+_receiver = _Receiver()
 
 
 class same_script_receiver:
@@ -61,7 +67,7 @@ class same_script_receiver:
         self.same = same
 
     def __enter__(self) -> None:
-        self.before = getattr(_receiver, "same", False)
+        self.before = _receiver.same
         _receiver.same = self.same
 
     def __exit__(self, *exc: Any) -> None:
@@ -86,9 +92,17 @@ def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
             return None
         _names[obj] = name
     qualname, path = name
-    by_name = getattr(_receiver, "same", False) and \
+    by_name = _receiver.same and \
         qualname.split(".", 1)[0] in _unconditional_definitions(path)
     return resolve_script_definition, (qualname, path, None if by_name else _by_value(obj))
+
+
+def goes_by_name(obj: Any) -> bool:
+    """True if `obj` is a definition of the script that travels by name alone on this thread."""
+    if not _receiver.same:
+        return False
+    reduction = reduce_script_definition(obj)
+    return reduction is not None and reduction[1][2] is None
 
 
 def _script_name(obj: Any) -> Optional[Tuple[str, str]]:

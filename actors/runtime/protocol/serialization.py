@@ -19,15 +19,16 @@ import numpy as np
 
 from .bounded import text_of
 from ..errors import ProtocolError, SafeModeError
-from .script_refs import MAIN_MODULES, lookup_qualname, reduce_script_definition
+from .script_refs import (MAIN_MODULES, goes_by_name, lookup_qualname,
+                          reduce_script_definition)
 
 PICKLE_PROTOCOL = 5
 INBAND_LIMIT = 1024
 
 
-# Payloads made only of these (and of functions importable by name) pickle identically
-# with the standard pickler, which is several times faster than cloudpickle on small
-# messages (store operations, calls, acks).
+# Payloads made only of these (and of functions importable by name, or definitions of
+# the script that go by name) pickle identically with the standard pickler, which is
+# several times faster than cloudpickle on small messages (store operations, calls, acks).
 _PLAIN_TYPES = {type(None), bool, int, float, str, bytes, np.ndarray}
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict})
 _PLAIN_MAX_ITEMS = 64
@@ -63,7 +64,7 @@ def _is_plain(value: Any, depth: int = 6) -> bool:
     if kind in _PLAIN_TYPES:
         return kind is not np.ndarray or not value.dtype.hasobject
     if kind is types.FunctionType:
-        return _importable(value)
+        return _importable(value) or goes_by_name(value)
     if kind not in _PLAIN_CONTAINERS or depth == 0 or len(value) > _PLAIN_MAX_ITEMS:
         return False
     if kind is dict:
@@ -93,12 +94,21 @@ def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
         buffers.append(raw)
         return False
 
-    if _is_plain(payload):
-        return pickle.dumps(payload, protocol=PICKLE_PROTOCOL,
-                            buffer_callback=keep_in_body), buffers
     out = io.BytesIO()
-    _ScriptAwarePickler(out, protocol=PICKLE_PROTOCOL, buffer_callback=keep_in_body).dump(payload)
+    pickler = _PlainPickler if _is_plain(payload) else _ScriptAwarePickler
+    pickler(out, protocol=PICKLE_PROTOCOL, buffer_callback=keep_in_body).dump(payload)
     return out.getvalue(), buffers
+
+
+class _PlainPickler(pickle.Pickler):
+    """The standard pickler, with the script's definitions by reference (`script_refs`)."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if type(obj) is types.FunctionType and obj.__module__ in MAIN_MODULES:
+            reduction = reduce_script_definition(obj)
+            if reduction is not None:
+                return reduction
+        return NotImplemented
 
 
 _cloudpickle_override = cloudpickle.Pickler.reducer_override
