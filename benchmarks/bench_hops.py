@@ -9,7 +9,10 @@ package docstring lists the hops of each path). Measured side by side in one run
   as users run them (`env://`, ``engine.dist_autograd`` imported, the function in
   ``__main__``);
 - ``all_reduce_4kib_2_ranks_us``: one exchange, 5 hops each way, rank 0's clock.
-``us_per_hop`` divides each path by its hops. Wake-ups on a VM come and go, so the
+``us_per_hop`` divides each path by its hops. ``cpu_us_per_call`` is the CPU time (all
+threads, user and system) that the caller's and the callee's processes spend per
+round trip, raw pyzmq and ``rpc_sync`` as users: what separates the two is the work
+on each side, whatever the wake-ups cost. Wake-ups on a VM come and go, so the
 whole set runs `--rounds` times in turn and each figure is the median of its rounds.
 Prints one JSON line. Usage: ``python benchmarks/bench_hops.py [--calls N] [--rounds R]``.
 """
@@ -45,15 +48,40 @@ def _median_us(fn: Any, calls: int) -> float:
     return round(statistics.median(times) * 1e6, 1)
 
 
-def raw_rt(calls: int) -> float:
+def _process_cpu_s(pid: int) -> float:
+    """User and system CPU seconds of process `pid`, all its threads."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_us_per_call(fn: Any, calls: int) -> Dict[str, float]:
+    """CPU µs per call of this process and of the server process (the one live child)."""
+    import multiprocessing as mp
+
+    callee = mp.active_children()[-1].pid
+    mine, theirs = time.process_time(), _process_cpu_s(callee)
+    for _ in range(calls):
+        fn()
+    return {"caller": round((time.process_time() - mine) / calls * 1e6, 1),
+            "callee": round((_process_cpu_s(callee) - theirs) / calls * 1e6, 1)}
+
+
+def raw_rt(calls: int) -> Dict[str, Any]:
     import zmq
 
     with server_process(_raw_server) as port:
         ctx = zmq.Context()
         dealer = ctx.socket(zmq.DEALER)
         dealer.connect(f"tcp://127.0.0.1:{port}")
+
+        def call() -> None:
+            dealer.send(b"x" * 32)
+            dealer.recv()
+
         try:
-            return _median_us(lambda: (dealer.send(b"x" * 32), dealer.recv()), calls)
+            return {"raw_pyzmq_rt_us": _median_us(call, calls),
+                    "raw_cpu_us_per_call": _cpu_us_per_call(call, calls)}
         finally:
             dealer.close(0)
             ctx.term()
@@ -100,9 +128,12 @@ def rpc(calls: int) -> Dict[str, float]:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     with server_process(_as_users_worker, port, "ours"):
         actors.init_rpc("worker0", 0, 2, num_worker_threads=16)
+        def call() -> None:
+            actors.rpc_sync("worker1", echo_main, args=(1,))
+
         try:
-            return {"rpc_sync_us": _median_us(
-                        lambda: actors.rpc_sync("worker1", echo_main, args=(1,)), calls),
+            return {"rpc_sync_us": _median_us(call, calls),
+                    "rpc_sync_cpu_us_per_call": _cpu_us_per_call(call, calls),
                     "rpc_async_one_us": _median_us(
                         lambda: actors.rpc_async("worker1", echo_main, args=(1,)).wait(), calls)}
         finally:
@@ -116,7 +147,7 @@ def _rank1(ready: Any, port: int, calls: int) -> None:
 
     ready.put("up")
     dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=1, world_size=2)
-    array = np.ones(1024, np.float32)
+    array = np.zeros(1024, np.float32)
     for _ in range(min(200, calls) + calls):
         dist.all_reduce(array)
     dist.destroy_process_group()
@@ -130,7 +161,7 @@ def all_reduce(calls: int) -> float:
     port = free_port()
     with server_process(_rank1, port, calls):
         dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=2)
-        array = np.ones(1024, np.float32)
+        array = np.zeros(1024, np.float32)
         try:
             return _median_us(lambda: dist.all_reduce(array), calls)
         finally:
@@ -145,15 +176,18 @@ def main() -> None:
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
     rounds = []
     for _ in range(args.rounds):
-        figures = {"raw_pyzmq_rt_us": raw_rt(args.calls),
-                   "thread_handoff_rt_us": thread_handoff(args.calls)}
+        figures = raw_rt(args.calls)
+        figures["thread_handoff_rt_us"] = thread_handoff(args.calls)
         figures.update(rpc(args.calls))
         figures["all_reduce_4kib_2_ranks_us"] = all_reduce(args.calls)
         rounds.append(figures)
     medians = {name: statistics.median(r[name] for r in rounds) for name in HOPS}
     per_hop = {name: round(value / HOPS[name], 1) for name, value in medians.items()}
+    cpu = {path: {side: statistics.median(r[f"{path}_cpu_us_per_call"][side] for r in rounds)
+                  for side in ("caller", "callee")} for path in ("raw", "rpc_sync")}
     print(json.dumps({"workload": "hops", "calls": args.calls, "rounds": rounds,
-                      "median": medians, "hops": HOPS, "us_per_hop": per_hop}))
+                      "median": medians, "hops": HOPS, "us_per_hop": per_hop,
+                      "cpu_us_per_call": cpu}))
 
 
 if __name__ == "__main__":

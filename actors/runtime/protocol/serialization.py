@@ -59,23 +59,30 @@ def register_plain_type(cls: type) -> None:
     _PLAIN_TYPES.add(cls)
 
 
-def _is_plain(value: Any, depth: int = 6) -> bool:
+# What `_plainness` finds: the standard pickler cannot take it, takes it as it is, or
+# takes it with the script's definitions by name (`_ScriptNamesPickler`).
+_NOT_PLAIN, _PLAIN, _PLAIN_WITH_SCRIPT_NAMES = 0, 1, 2
+
+
+def _plainness(value: Any, depth: int = 6) -> int:
     kind = type(value)
     if kind in _PLAIN_TYPES:
-        return kind is not np.ndarray or not value.dtype.hasobject
+        return _PLAIN if kind is not np.ndarray or not value.dtype.hasobject else _NOT_PLAIN
     if kind is types.FunctionType:
-        return _importable(value) or goes_by_name(value)
+        if _importable(value):
+            return _PLAIN
+        return _PLAIN_WITH_SCRIPT_NAMES if goes_by_name(value) else _NOT_PLAIN
     if kind not in _PLAIN_CONTAINERS or depth == 0 or len(value) > _PLAIN_MAX_ITEMS:
-        return False
-    if kind is dict:
-        for key, item in value.items():
-            if type(key) is not str or not _is_plain(item, depth - 1):
-                return False
-        return True
-    for item in value:
-        if not _is_plain(item, depth - 1):
-            return False
-    return True
+        return _NOT_PLAIN
+    found = _PLAIN
+    for key, item in value.items() if kind is dict else enumerate(value):
+        if kind is dict and type(key) is not str:
+            return _NOT_PLAIN
+        inner = _plainness(item, depth - 1)
+        if inner == _NOT_PLAIN:
+            return _NOT_PLAIN
+        found = max(found, inner)
+    return found
 
 
 def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
@@ -94,13 +101,17 @@ def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
         buffers.append(raw)
         return False
 
+    plainness = _plainness(payload)
+    if plainness == _PLAIN:
+        return pickle.dumps(payload, protocol=PICKLE_PROTOCOL,
+                            buffer_callback=keep_in_body), buffers
     out = io.BytesIO()
-    pickler = _PlainPickler if _is_plain(payload) else _ScriptAwarePickler
+    pickler = _ScriptNamesPickler if plainness == _PLAIN_WITH_SCRIPT_NAMES else _ScriptAwarePickler
     pickler(out, protocol=PICKLE_PROTOCOL, buffer_callback=keep_in_body).dump(payload)
     return out.getvalue(), buffers
 
 
-class _PlainPickler(pickle.Pickler):
+class _ScriptNamesPickler(pickle.Pickler):
     """The standard pickler, with the script's definitions by reference (`script_refs`)."""
 
     def reducer_override(self, obj: Any) -> Any:
