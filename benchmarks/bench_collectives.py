@@ -9,7 +9,10 @@ during a loop of all_reduce: how many survivors raised, and when the last did (N
 one waited longer than 20 s). Bus bandwidth is torch's
 (nccl-tests') definition: 2 (n-1)/n × bytes / time for all_reduce. The collectives
 run a second time with shared memory off (``zeromq_only``: every byte over ZeroMQ,
-as between hosts), to show what the same-host path is worth. Prints one JSON line.
+as between hosts), to show what the same-host path is worth. ``raw_pyzmq`` is the
+floor of any collective over ZeroMQ in Python: the 4 KiB all_reduce and the barrier
+done with bare pyzmq sockets (each rank a ROUTER and a DEALER to each peer; every
+rank sends to every other, as ours does). Prints one JSON line.
 Usage: ``python benchmarks/bench_collectives.py [--quick]``.
 """
 from __future__ import annotations
@@ -69,6 +72,60 @@ class _Torch:
         self.dist.destroy_process_group()
 
 
+class _RawZmq:
+    """Bare pyzmq all-to-all: the 4 KiB all_reduce and the barrier with nothing else.
+
+    `ports[r]` is rank r's ROUTER. A rank's DEALERs present its rank as their identity;
+    what each peer sent waits in its own queue, so that a peer one round ahead is never
+    counted in the current round.
+    """
+
+    def __init__(self, rank: int, world: int, ports: Any):
+        import collections
+
+        import zmq
+
+        self.dist, self.rank, self.world = self, rank, world
+        self.ctx = zmq.Context()
+        self.router = self.ctx.socket(zmq.ROUTER)
+        self.router.bind(f"tcp://127.0.0.1:{ports[rank]}")
+        self.dealers = {}
+        for peer in range(world):
+            if peer != rank:
+                dealer = self.ctx.socket(zmq.DEALER)
+                dealer.setsockopt(zmq.IDENTITY, b"%d" % rank)
+                dealer.connect(f"tcp://127.0.0.1:{ports[peer]}")
+                self.dealers[peer] = dealer
+        self.inbox = collections.defaultdict(collections.deque)
+        self._exchange(b"")  # every connection up
+
+    def _exchange(self, data: Any) -> list:
+        for dealer in self.dealers.values():
+            dealer.send(data, copy=False)
+        while any(not self.inbox[peer] for peer in self.dealers):
+            identity, frame = self.router.recv_multipart(copy=False)
+            self.inbox[int(identity.bytes)].append(frame)
+        return [self.inbox[peer].popleft() for peer in self.dealers]
+
+    def array(self, nbytes: int) -> Any:
+        import numpy as np
+
+        return np.zeros(nbytes // 4, np.float32)
+
+    def barrier(self) -> None:
+        self._exchange(b"")
+
+    def all_reduce(self, array: Any) -> None:
+        import numpy as np
+
+        for frame in self._exchange(array):
+            array += np.frombuffer(frame.buffer, array.dtype)
+
+    def close(self) -> None:
+        self.barrier()  # nobody closes while a peer still waits for its message
+        self.ctx.destroy(linger=1000)
+
+
 def _timed(dist: Any, run: Callable[[], None], iters: int) -> float:
     """Median seconds of `iters` runs, each between two barriers (rank 0's clock)."""
     run()
@@ -105,6 +162,16 @@ def _collectives(system: Any, rank: int, world: int, quick: bool) -> Dict[str, f
         pieces = [system.array(4 * MiB) for _ in range(world)]
         out["all_gather_4mib_ms"] = _timed(dist, lambda: dist.all_gather(pieces, piece), 5) * 1e3
         out["barrier_us"] = _timed(dist, dist.barrier, _iterations(0)) * 1e6
+    return out
+
+
+def _floor(system: Any, rank: int, world: int, quick: bool) -> Dict[str, float]:
+    """The raw pyzmq floor: the 4 KiB all_reduce, and the barrier at 4 ranks."""
+    array = system.array(4096)
+    out = {"all_reduce_4kib_us": _timed(system, lambda: system.all_reduce(array),
+                                        _iterations(4096)) * 1e6}
+    if world == 4:
+        out["barrier_us"] = _timed(system, system.barrier, _iterations(0)) * 1e6
     return out
 
 
@@ -188,14 +255,14 @@ def _rank(kind: str, task: str, rank: int, world: int, port: int, quick: bool,
         import torch
 
         torch.set_num_threads(1)
-    system = (_Torch if kind == "torch" else _Ours)(rank, world, port)
+    system = {"torch": _Torch, "raw_pyzmq": _RawZmq}.get(kind, _Ours)(rank, world, port)
     if task == "kill":
         results.put(_kill_one(system, rank, world, killed_at))
         results.close()
         results.join_thread()  # delivered before the exit below
         os._exit(0)  # a group with a dead rank cannot be torn down in order
     try:
-        figures = (_collectives if task == "collectives" else _ddp_step)(
+        figures = {"collectives": _collectives, "floor": _floor, "ddp": _ddp_step}[task](
             system, rank, world, quick)
     finally:
         system.close()
@@ -207,7 +274,7 @@ def run(kind: str, task: str, world: int, quick: bool) -> Dict[str, float]:
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     killed_at = ctx.Value("d", 0.0)
-    port = free_port()
+    port = tuple(free_port() for _ in range(world)) if kind == "raw_pyzmq" else free_port()
     procs = [ctx.Process(target=_rank, args=(kind, task, r, world, port, quick, results,
                                              killed_at), daemon=True) for r in range(world)]
     for proc in procs:
@@ -270,11 +337,17 @@ def main() -> None:
     report["zeromq_only"] = {f"w{world}_{key}": round(value, 3) for world in (2, 4)
                              for key, value in run("zeromq_only", "collectives", world,
                                                    args.quick).items()}
+    report["raw_pyzmq"] = {f"w{world}_{key}": round(value, 3) for world in (2, 4)
+                           for key, value in run("raw_pyzmq", "floor", world, args.quick).items()}
     report["ours"]["single_process_step_ms"] = round(_single_step(args.quick), 3)
     if "torch" in report:
         ours, torch_ = report["ours"], report["torch"]
         report["ratios"] = {f"{k}_ours_vs_torch": ratio(ours[k], torch_[k])
                             for k in ours if k in torch_ and ours[k] and torch_[k]}
+        report["raw_pyzmq_vs_torch"] = {k: ratio(v, torch_[k])
+                                        for k, v in report["raw_pyzmq"].items() if k in torch_}
+    report["ours_vs_raw_pyzmq"] = {k: ratio(report["ours"][k], v)
+                                   for k, v in report["raw_pyzmq"].items()}
     report["shared_vs_zeromq_only"] = {k: ratio(report["ours"][k], v)
                                        for k, v in report["zeromq_only"].items() if v}
     print(json.dumps(report))
