@@ -100,14 +100,19 @@ def _reduced_for_the_same_script(fn):
         return reduce_script_definition(fn)[1]
 
 
-def test_a_receiver_known_to_run_the_same_script_gets_a_top_level_definition_by_name_alone(
-        script_with_a_guard):
+@pytest.fixture
+def triple(script_with_a_guard):
+    """The script's top-level `triple_for_test`, as this process defines it."""
 
     def triple_for_test(x):
         return 3 * x
 
-    script, as_script_definition = script_with_a_guard
-    triple = as_script_definition(triple_for_test)
+    return script_with_a_guard[1](triple_for_test)
+
+
+def test_a_receiver_known_to_run_the_same_script_gets_a_top_level_definition_by_name_alone(
+        script_with_a_guard, triple):
+    script, _ = script_with_a_guard
     qualname, path, value = _reduced_for_the_same_script(triple)
     assert (qualname, path, value) == ("triple_for_test", script, None)
     _, (_, _, value) = reduce_script_definition(triple)  # a receiver that may not have it
@@ -130,16 +135,11 @@ def test_a_definition_made_under_a_condition_keeps_its_value_even_for_the_same_s
 
 
 def test_a_call_with_a_definition_by_name_round_trips_through_the_codec_with_its_arguments(
-        script_with_a_guard):
+        triple):
     import numpy as np
 
     from actors.runtime.protocol import script_refs, serialization
 
-    def triple_for_test(x):
-        return 3 * x
-
-    _, as_script_definition = script_with_a_guard
-    triple = as_script_definition(triple_for_test)
     big = np.arange(1024, dtype=np.float64)  # travels out of band
     calls = [(triple, (np.ones(3), big), {"k": [1, "a"]}, 0, {}),
              (triple, (lambda x: x + 1,), {}, 0, {})]  # a lambda: by value
