@@ -31,6 +31,7 @@ INBAND_LIMIT = 1024
 # several times faster than cloudpickle on small messages (store operations, calls, acks).
 _PLAIN_TYPES = {type(None), bool, int, float, str, bytes, np.ndarray}
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict})
+_SCALARS = frozenset({type(None), bool, int, float, str, bytes})
 _PLAIN_MAX_ITEMS = 64
 
 
@@ -71,13 +72,22 @@ def _plainness(value: Any, depth: int = 6) -> int:
     if kind is types.FunctionType:
         if _importable(value):
             return _PLAIN
-        return _PLAIN_WITH_SCRIPT_NAMES if goes_by_name(value) else _NOT_PLAIN
+        if not goes_by_name(value):
+            return _NOT_PLAIN
+        # The standard pickler names a function of `__main__` the way a receiver running
+        # the same script finds it; one of a spawned child's `__mp_main__` needs renaming.
+        return _PLAIN if value.__module__ == "__main__" else _PLAIN_WITH_SCRIPT_NAMES
     if kind not in _PLAIN_CONTAINERS or depth == 0 or len(value) > _PLAIN_MAX_ITEMS:
         return _NOT_PLAIN
+    if kind is dict:
+        for key in value:
+            if type(key) is not str:
+                return _NOT_PLAIN
+        value = value.values()
     found = _PLAIN
-    for key, item in value.items() if kind is dict else enumerate(value):
-        if kind is dict and type(key) is not str:
-            return _NOT_PLAIN
+    for item in value:
+        if type(item) in _SCALARS:
+            continue
         inner = _plainness(item, depth - 1)
         if inner == _NOT_PLAIN:
             return _NOT_PLAIN
