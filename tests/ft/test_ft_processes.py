@@ -145,7 +145,7 @@ def test_a_restarted_replica_receives_the_state_and_takes_part_in_the_next_steps
         j.collect("012")
         restarted = j.procs["2"][-1].pid
         joined = next(rep for rep in j.steps["2"] if rep[-1] == restarted and rep[2])
-        assert joined[1] > 4 and joined[4] == ("0", "1", "2")  # it did not start over
+        assert joined[1] >= 4 and joined[4] == ("0", "1", "2")  # it did not start over
         assert_consistent(j)
         assert j.done["0"][3] == j.done["1"][3] == j.done["2"][3]
 
