@@ -31,12 +31,9 @@ from actors.runtime.protocol.serialization import allow_pickle
 from store.base import check_amount, check_key, check_keys, check_values, to_bytes
 from store.errors import QueueEmptyError, StoreTimeoutError
 from store.keyspace import KeySpace
-from store.quorum import QuorumRound
+from store.quorum_rounds import QuorumRounds
 
 log = get_logger(__name__)
-
-# How many released quorum rounds the server remembers, for members that arrive late.
-RELEASED_QUORUMS = 1024
 
 
 class _Waiter:
@@ -87,9 +84,7 @@ class StoreService:
         self._watchers: Dict[str, List[Message]] = {}
         self._ephemeral_owner: Dict[str, bytes] = {}  # key -> identity of its connection
         self._ephemeral_keys: Dict[bytes, Set[str]] = {}  # identity -> the keys it owns
-        self._quorums: Dict[str, "_Quorum"] = {}
-        self._released: "collections.OrderedDict[str, Dict[str, bytes]]" = \
-            collections.OrderedDict()
+        self.quorums = QuorumRounds(actor.call_later)
         self._actor = actor
         handlers = {
             Kind.STORE_SET: self._set,
@@ -173,73 +168,16 @@ class StoreService:
     def _watch_key(self, msg: Message) -> None:
         self._watchers.setdefault(_key(msg.payload), []).append(msg)
 
-    # ---- quorum rounds (mailbox thread) ----------------------------------------------
+    # ---- quorum rounds (mailbox thread): `store.quorum_rounds` ---------------------
 
     def _quorum(self, msg: Message) -> Any:
-        """Count a member in at a round; answer every member at once when it is released."""
         payload = msg.payload
-        name, member = _key(payload), check_key(_field(payload, "member"), "member")
-        released = self._released.get(name)
-        if released is not None:
-            return released
-        quorum = self._quorums.get(name)
-        if quorum is None:
-            quorum = self._quorums[name] = _Quorum(QuorumRound(name))
         expect = _field(payload, "expect", None)
-        quorum.round.arrive(member, _value(payload, "data"), _count(payload, "count"),
-                            None if expect is None else check_keys(expect, "expect"),
-                            _count(payload, "min_size"))
-        waiter = _Waiter("quorum", [member], lambda: None)
-        previous = quorum.waiters.get(member)
-        quorum.waiters[member] = (waiter, msg.sender)
-        if previous is not None and not previous[0].future.done():
-            previous[0].future.set_exception(ProtocolError(
-                f"quorum {name!r}: member {member!r} arrived again from another request"))
-        if quorum.round.complete():
-            self._release(name)
-        else:
-            timeout = _timeout(payload)
-            if timeout is not None:
-                waiter.timer = self._actor.call_later(timeout, self._quorum_deadline, name,
-                                                      member, waiter, timeout)
-        return waiter.future
-
-    def waiting_in(self, name: str) -> List[str]:
-        """The members parked in quorum round `name` (none once it is released)."""
-        quorum = self._quorums.get(name)
-        return [] if quorum is None else sorted(quorum.round.arrivals)
-
-    def _quorum_deadline(self, name: str, member: str, waiter: _Waiter, timeout: float) -> None:
-        quorum = self._quorums.get(name)
-        if quorum is None or waiter.future.done():
-            return
-        if quorum.round.enough():
-            self._release(name)
-            return
-        missing, arrived = quorum.round.missing(), sorted(quorum.round.arrivals)
-        self._withdraw(name, member)
-        waiter.future.set_exception(StoreTimeoutError(
-            "quorum", missing, timeout,
-            detail=f"round {name!r} had {arrived} when {member!r} gave up"))
-
-    def _withdraw(self, name: str, member: str) -> None:
-        quorum = self._quorums[name]
-        quorum.round.withdraw(member)
-        quorum.waiters.pop(member, None)
-        if not quorum.waiters:
-            del self._quorums[name]
-        elif quorum.round.complete():  # the intersection of expectations may have shrunk
-            self._release(name)
-
-    def _release(self, name: str) -> None:
-        quorum = self._quorums.pop(name)
-        result = quorum.round.result()
-        self._released[name] = result
-        while len(self._released) > RELEASED_QUORUMS:
-            self._released.popitem(last=False)
-        for waiter, _ in quorum.waiters.values():
-            if not waiter.future.done():
-                self._settle(waiter, result)
+        return self.quorums.arrive(
+            _key(payload), check_key(_field(payload, "member"), "member"),
+            _value(payload, "data"), msg.sender, count=_count(payload, "count"),
+            expect=None if expect is None else check_keys(expect, "expect"),
+            min_size=_count(payload, "min_size"), timeout=_timeout(payload))
 
     # ---- ephemeral keys (mailbox thread) --------------------------------------------
 
@@ -268,11 +206,7 @@ class StoreService:
                 self._watchers[key] = kept
             else:
                 del self._watchers[key]
-        for name, quorum in list(self._quorums.items()):
-            for member, (_, sender) in list(quorum.waiters.items()):
-                if sender == identity and name in self._quorums:
-                    log.info("quorum_member_lost", quorum=name, member=member)
-                    self._withdraw(name, member)
+        self.quorums.sender_lost(identity)
         keys = self._ephemeral_keys.pop(identity, None)
         if not keys:
             return
@@ -323,16 +257,6 @@ class StoreService:
         missing = waiter.keys if waiter.operation == "queue_pop" else \
             self._space.missing(waiter.keys)
         waiter.future.set_exception(StoreTimeoutError(waiter.operation, missing, timeout))
-
-
-class _Quorum:
-    """A round not yet released: its rule and each member's parked request."""
-
-    __slots__ = ("round", "waiters")
-
-    def __init__(self, quorum_round: QuorumRound):
-        self.round = quorum_round
-        self.waiters: Dict[str, tuple] = {}  # member -> (waiter, sender identity)
 
 
 def _count(payload: Any, name: str) -> Optional[int]:

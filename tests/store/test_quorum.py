@@ -156,4 +156,4 @@ def test_a_member_that_dies_while_it_waits_is_withdrawn_from_the_round(server):
 
 
 def _parked(server):
-    return server._server.service.waiting_in("round") == ["dies"]
+    return server._server.service.quorums.waiting_in("round") == ["dies"]
