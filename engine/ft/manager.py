@@ -238,8 +238,10 @@ class Manager:
                 raise StoreTimeoutError("quorum", [name], self.join_timeout,
                                         detail=f"replica {me!r} found no round to join")
         last = self._last
+        # A StaleQuorumError fails this step; the next one expects the last members.
         step_plan = plan(round_, decode_round(result), me,
-                         None if last is None else last.incarnations, self._broken)
+                         None if last is None else last.incarnations, self._broken,
+                         seen_step=0 if last is None else last.max_step)
         # Whatever happens next, the next round expects this one's members.
         self._last = step_plan
         if step_plan.rank == 0:

@@ -56,9 +56,18 @@ class Plan:
         return len(self.members)
 
 
+class StaleQuorumError(ValueError):
+    """A round whose members are all behind a step this member saw: the members that
+    were there are slow, not known lost yet, and going on without them would train a
+    stale copy apart from theirs."""
+
+
 def plan(round_: int, arrivals: Mapping[str, Arrival], me: str,
-         previous: Optional[Tuple[str, ...]] = None, broken: bool = False) -> Plan:
-    """This member's plan for a released round; ValueError if it is not in it.
+         previous: Optional[Tuple[str, ...]] = None, broken: bool = False,
+         seen_step: int = 0) -> Plan:
+    """This member's plan for a released round; ValueError if it is not in it,
+    StaleQuorumError if no member is at `seen_step` (the highest step of the last
+    round this member was in).
 
     `previous` holds the incarnations of the group this member used last step
     (None: none yet) and `broken` whether that group failed: either way, or when
@@ -70,6 +79,9 @@ def plan(round_: int, arrivals: Mapping[str, Arrival], me: str,
     members = tuple(sorted(arrivals, key=_order))
     incarnations = tuple(arrivals[m].incarnation for m in members)
     max_step = max(a.step for a in arrivals.values())
+    if max_step < seen_step:
+        raise StaleQuorumError(f"quorum round {round_} has no member at step {seen_step} "
+                               f"(members {list(members)} are at most at step {max_step})")
     ahead = [r for r, m in enumerate(members) if arrivals[m].step == max_step]
     behind = [r for r, m in enumerate(members) if arrivals[m].step < max_step]
     source = {healer: ahead[i % len(ahead)] for i, healer in enumerate(behind)}

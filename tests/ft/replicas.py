@@ -77,7 +77,7 @@ class _Faulty(ft.Manager):
 
 def run(port: int, session: str, replica: str, world: int, steps: int, results: Any,
         seed: int = 0, fault: Optional[tuple] = None, min_replica_size: int = 1,
-        timeout: float = 3.0, deadline: float = 60.0, with_member: Optional[str] = None,
+        timeout: float = 5.0, deadline: float = 60.0, with_member: Optional[str] = None,
         attempts: Optional[int] = None) -> None:
     """Train until `steps` steps committed and, if `with_member`, the last 3 committed
     in a row with that member in the quorum (or `attempts` steps tried, or `deadline`

@@ -1,7 +1,8 @@
 """The pure decisions of a fault-tolerant step: ranks, healing, expectations, commits."""
 import pytest
 
-from engine.ft.quorum import VOTE_FAILED, VOTE_OK, Arrival, commits, expected, plan
+from engine.ft.quorum import (VOTE_FAILED, VOTE_OK, Arrival, StaleQuorumError, commits,
+                              expected, plan)
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -54,3 +55,9 @@ def test_a_step_commits_only_if_every_member_voted_ok_and_enough_contributed():
     assert not commits(p, ok, 3)  # the healing member does not count
     assert not commits(p, dict(ok, **{"2": VOTE_FAILED}), 1)
     assert not commits(p, {"0": VOTE_OK, "1": VOTE_OK}, 1)  # a vote missing
+
+
+def test_a_member_behind_never_goes_on_without_a_member_at_the_step_it_saw():
+    with pytest.raises(StaleQuorumError, match="no member at step 5"):
+        plan(4, arrivals(**{"2": 0}), "2", seen_step=5)  # the up-to-date ones are slow
+    assert plan(4, arrivals(**{"1": 5, "2": 0}), "2", seen_step=5).heal_from == 0
