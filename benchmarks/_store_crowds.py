@@ -149,19 +149,23 @@ def wake_storm(kind: str, port: int, processes: int, threads: int) -> float:
 
 def _barrier_member(ready: Any, kind: str, port: int, size: int, rounds: int) -> None:
     """Wait for "start", then pass `rounds` barriers back to back, each an add + wait as
-    `actors.rpc.world.barrier` does; report (arrived, released) of each."""
+    `actors.rpc.world.barrier` does (kind "quorum": our store's quorum round, one request
+    per member); report (arrived, released) of each."""
     import os
 
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
-    client = open_client(kind, port)
+    client = open_client("ours" if kind == "quorum" else kind, port)
     client.add("joined", 1)
     client.wait(["start"])
     times = []
     for round_ in range(rounds):
         arrived = time.perf_counter()
-        if client.add(f"arrived/{round_}", 1) == size:
-            client.set(f"open/{round_}", b"1")
-        client.wait([f"open/{round_}"])
+        if kind == "quorum":
+            client.quorum(f"round/{round_}", str(os.getpid()), count=size, timeout=120)
+        else:
+            if client.add(f"arrived/{round_}", 1) == size:
+                client.set(f"open/{round_}", b"1")
+            client.wait([f"open/{round_}"])
         times.append((arrived, time.perf_counter()))
     ready.put(times)
 
@@ -176,7 +180,7 @@ def barrier(kind: str, port: int, size: int, rounds: int = 5) -> float:
     for proc in procs:
         proc.start()
     try:
-        store = open_client(kind, port)
+        store = open_client("ours" if kind == "quorum" else kind, port)
         _until(lambda: store.add("joined", 0) >= size, 600)
         store.set("start", b"1")
         members = [ready.get(timeout=120) for _ in procs]

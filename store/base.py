@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from datetime import timedelta
-from typing import Callable, Iterable, List, Optional, Sequence, Union
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Union
 
 Timeout = Union[float, int, timedelta]
 Value = Union[bytes, bytearray, memoryview, str]
@@ -161,6 +161,18 @@ class Store(abc.ABC):
         `old` is None when the key is created, `new` is None when it is deleted.
         The callback must not block.
         """
+
+    def quorum(self, name: str, member: str, data: Value = b"", *, count: Optional[int] = None,
+               expect: Optional[Sequence[str]] = None, min_size: Optional[int] = None,
+               timeout: Optional[Timeout] = None) -> Dict[str, bytes]:
+        """Arrive at quorum round `name` as `member` and wait for its release (see
+        `store/quorum.py` for when a round is released); {member: data} of the round.
+
+        One request per member and one reply to each; StoreTimeoutError names the
+        missing members. Only stores with a server that applies the rule have it.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no quorum operation; use a "
+                                  f"TCPStore (or a PrefixStore over one)")
 
     def close(self) -> None:  # noqa: B027 - optional hook, deliberately not abstract
         """Release the store's resources; the default has nothing to release."""

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import functools
-from typing import Callable, List, Optional, Sequence, TypeVar
+from typing import Callable, Dict, List, Optional, Sequence, TypeVar
 
 from store.base import Store, Timeout, Value, WatchCallback, check_key, check_keys, to_seconds
 from store.errors import StoreTimeoutError
@@ -134,6 +134,13 @@ class PrefixStore(Store):
 
     def watch_key(self, key: str, callback: WatchCallback) -> None:
         self._store.watch_key(self._key(key), callback)
+
+    def quorum(self, name: str, member: str, data: Value = b"", *, count: Optional[int] = None,
+               expect: Optional[Sequence[str]] = None, min_size: Optional[int] = None,
+               timeout: Optional[Timeout] = None) -> Dict[str, bytes]:
+        """The round `prefix/name` of the underlying store; members are not prefixed."""
+        return self._store.quorum(self._key(name), member, data, count=count, expect=expect,
+                                  min_size=min_size, timeout=timeout)
 
     def close(self) -> None:
         """Nothing to release: the underlying store belongs to whoever created it."""

@@ -31,6 +31,7 @@ from actors.runtime.protocol.serialization import allow_pickle
 from store.base import check_amount, check_key, check_keys, check_values, to_bytes
 from store.errors import QueueEmptyError, StoreTimeoutError
 from store.keyspace import KeySpace
+from store.quorum_rounds import QuorumRounds
 
 log = get_logger(__name__)
 
@@ -51,7 +52,7 @@ class StoreServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0):
         self._actor = Actor(f"tcp://{host}:{port}", name="store-server", num_worker_threads=1)
-        StoreService(self._actor.core)
+        self.service = StoreService(self._actor.core)
 
     @property
     def address(self) -> str:
@@ -83,6 +84,7 @@ class StoreService:
         self._watchers: Dict[str, List[Message]] = {}
         self._ephemeral_owner: Dict[str, bytes] = {}  # key -> identity of its connection
         self._ephemeral_keys: Dict[bytes, Set[str]] = {}  # identity -> the keys it owns
+        self.quorums = QuorumRounds(actor.call_later)
         self._actor = actor
         handlers = {
             Kind.STORE_SET: self._set,
@@ -105,6 +107,7 @@ class StoreService:
             self._actor.register(kind, _on_payload(handler), inline=True)
         self._actor.register(Kind.STORE_WATCH_KEY, self._watch_key, inline=True)
         self._actor.register(Kind.STORE_SET_EPHEMERAL, self._set_ephemeral, inline=True)
+        self._actor.register(Kind.STORE_QUORUM, self._quorum, inline=True)
         self._actor.on_sender_lost(self._on_sender_lost)
 
     # ---- operations ---------------------------------------------------------------
@@ -165,6 +168,17 @@ class StoreService:
     def _watch_key(self, msg: Message) -> None:
         self._watchers.setdefault(_key(msg.payload), []).append(msg)
 
+    # ---- quorum rounds (mailbox thread): `store.quorum_rounds` ---------------------
+
+    def _quorum(self, msg: Message) -> Any:
+        payload = msg.payload
+        expect = _field(payload, "expect", None)
+        return self.quorums.arrive(
+            _key(payload), check_key(_field(payload, "member"), "member"),
+            _value(payload, "data"), msg.sender, count=_count(payload, "count"),
+            expect=None if expect is None else check_keys(expect, "expect"),
+            min_size=_count(payload, "min_size"), timeout=_timeout(payload))
+
     # ---- ephemeral keys (mailbox thread) --------------------------------------------
 
     def _set_ephemeral(self, msg: Message) -> None:
@@ -192,6 +206,7 @@ class StoreService:
                 self._watchers[key] = kept
             else:
                 del self._watchers[key]
+        self.quorums.sender_lost(identity)
         keys = self._ephemeral_keys.pop(identity, None)
         if not keys:
             return
@@ -242,6 +257,14 @@ class StoreService:
         missing = waiter.keys if waiter.operation == "queue_pop" else \
             self._space.missing(waiter.keys)
         waiter.future.set_exception(StoreTimeoutError(waiter.operation, missing, timeout))
+
+
+def _count(payload: Any, name: str) -> Optional[int]:
+    value = _field(payload, name, None)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                              or value < 1):
+        raise TypeError(f"{name} must be a positive integer, got {value!r}")
+    return value
 
 
 def _on_payload(handler: Callable[[Any], Any]) -> Callable[[Message], Any]:

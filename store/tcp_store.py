@@ -204,6 +204,21 @@ class TCPStore(Store):
     def queue_len(self, key: str) -> int:
         return self._call(Kind.STORE_QUEUE_LEN, {"key": check_key(key)})
 
+    def quorum(self, name: str, member: str, data: Value = b"", *, count: Optional[int] = None,
+               expect: Optional[Sequence[str]] = None, min_size: Optional[int] = None,
+               timeout: Optional[Timeout] = None) -> Dict[str, bytes]:
+        """One `STORE_QUORUM` request, answered when the round is released (see
+        `Store.quorum`); a member whose connection drops is withdrawn from the round."""
+        seconds = self._timeout_or_default(timeout)
+        payload = {"key": check_key(name), "member": check_key(member, "member"),
+                   "data": to_bytes(data, "data"), "timeout": seconds}
+        for field, value in (("count", count), ("min_size", min_size)):
+            if value is not None:
+                payload[field] = value
+        if expect is not None:
+            payload["expect"] = check_keys(expect, "expect")
+        return self._call(Kind.STORE_QUORUM, payload, seconds)
+
     def set_ephemeral(self, key: str, value: Value) -> None:
         """Set `key`, owned by this client's session: deleted when the session ends.
 

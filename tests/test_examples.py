@@ -117,3 +117,29 @@ def test_the_pipelines_ventilator_and_sink_do_not_use_actorgrad():
     for name in ("ventilator.py", "sink.py"):
         source = (ROOT / "examples" / "zmq_legacy" / name).read_text()
         assert "actors" not in source and "engine" not in source and "store" not in source
+
+
+def _launch_ft(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "actors.launch", "--standalone",
+                          "--nproc-per-node", "4", "--restart-policy", "failed",
+                          "--max-restarts", "2", str(ROOT / "examples" / "ft_train.py"),
+                          *args], cwd=ROOT, capture_output=True, text=True, timeout=150)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout
+
+
+def test_ft_training_survives_a_killed_replica_in_place_and_ends_as_accurate():
+    faulty = _launch_ft("--kill-at", "100")
+    clean = _launch_ft()
+    for rank in "013":  # the survivors were never restarted; only replica 2 was
+        assert faulty.count(f"[rank{rank}]: replica {rank} (PID") == 1
+    assert "replica 2 (PID" in faulty and "restarted by the launcher" in faulty
+    assert "3 members ['0', '1', '3'], lost ['2']" in faulty
+    assert "4 members ['0', '1', '2', '3'], joined ['2']" in faulty
+
+    def accuracy(out: str) -> float:
+        line = next(x for x in out.splitlines() if "final held-out accuracy" in x)
+        return float(line.split("accuracy ")[1].split("%")[0])
+
+    assert abs(accuracy(faulty) - accuracy(clean)) <= 1.0
+    assert accuracy(clean) >= 90.0

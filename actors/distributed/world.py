@@ -110,7 +110,17 @@ def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGr
     agree(PrefixStore("agreement", keys), Belief(rank, world_size), timeout,
           lambda message: DistError(f"init_process_group: {message}"),
           lambda missing: _not_assembled(timeout, missing))
-    transport = Transport(rank, bind_host(store))
+    return form_group(keys, rank, world_size, timeout)
+
+
+def form_group(keys: Store, rank: int, world_size: int, timeout: float) -> ProcessGroup:
+    """A group of its own transport over `keys`, a namespace of the store that no other
+    formation uses: every member publishes its address there and connects to all.
+
+    Not the default group: the caller owns it (`destroy()`, then `transport.close()`).
+    This is how a fault-tolerant job forms a new group over the survivors in place.
+    """
+    transport = Transport(rank, bind_host(keys))
     try:
         # The identity first: a rank's address tells the others that both are there.
         keys.set(f"identities/{rank}", transport.identity)

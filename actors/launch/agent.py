@@ -26,6 +26,9 @@ from store.elastic import (EtcdRendezvousBackend, RendezvousError, RendezvousPar
 
 log = get_logger(__name__)
 
+# host:port of the job's store (the rendezvous store), for engine.ft's Manager.
+JOB_STORE_VARIABLE = "ACTORGRAD_JOB_STORE"
+
 
 @dataclass
 class RunResult:
@@ -73,7 +76,11 @@ class ElasticAgent:
                          restarts=self.restart_count)
                 self._exit_barrier()
                 return RunResult(0)
-            if state is GroupState.FAILED:
+            if state is GroupState.FAILED and self._config.restart_policy == "failed":
+                result = self._restart_failed()
+                if result is not None:
+                    return result
+            elif state is GroupState.FAILED:
                 failure = self._group.first_failure()
                 log.warning("agent_worker_failed", run_id=self._config.run_id,
                             rank=failure.rank, exitcode=failure.exitcode,
@@ -87,6 +94,20 @@ class ElasticAgent:
                 # participants): a newcomer, or a peer that left to restart.
                 self._restart("nodes_waiting")
         return RunResult(1, message="stopped by a signal")
+
+    def _restart_failed(self) -> Optional[RunResult]:
+        """``--restart-policy failed``: start each failed worker again, alone, with the
+        same rank and environment; the others keep running. A result once restarts
+        run out."""
+        for failure in self._group.failures():
+            log.warning("agent_worker_failed", run_id=self._config.run_id,
+                        rank=failure.rank, exitcode=failure.exitcode,
+                        restarts_left=self._restarts_left, policy="failed")
+            if self._restarts_left <= 0:
+                return RunResult(1, failure, self._summary(failure))
+            self._restarts_left -= 1
+            self._group.restart(failure.rank)
+        return None
 
     def _restart(self, reason: str) -> None:
         log.info("agent_restarting_workers", run_id=self._config.run_id, reason=reason,
@@ -121,6 +142,8 @@ class ElasticAgent:
                     TORCHELASTIC_MAX_RESTARTS=str(config.max_restarts),
                     ELASTIC_RUN_ID=config.run_id, TORCHELASTIC_RUN_ID=config.run_id,
                     PYTHONUNBUFFERED="1")
+        if config.rdzv_backend is None:  # a TCPStore that outlives every worker
+            base[JOB_STORE_VARIABLE] = f"{config.rdzv_host}:{config.rdzv_port}"
         if config.set_omp_threads:
             base["OMP_NUM_THREADS"] = "1"
         ranks = [str(group_rank * k + local) for local in range(k)]

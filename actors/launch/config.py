@@ -65,12 +65,14 @@ class LaunchConfig:
     command: List[str] = field(default_factory=list)  # the worker's whole argv
     output: OutputPlan = field(default_factory=OutputPlan)
     set_omp_threads: bool = False  # OMP_NUM_THREADS=1 for each worker, as torchrun does
+    restart_policy: str = "all"  # "failed": restart only a failed worker, in place
 
     def conf(self, name: str, default: Optional[float]) -> Optional[float]:
         return self.rdzv_conf.get(name, default)
 
 
 ETCD_BACKENDS = ("etcd", "etcd-v2")
+RESTART_POLICIES = ("all", "failed")
 _CONF_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
               "keep_alive_interval", "keep_alive_max_attempt", "read_timeout", "lease_ttl")
 
@@ -202,6 +204,12 @@ def build_parser() -> argparse.ArgumentParser:
     both("--master-port", type=_positive(int), default=None,
          help="static mode: port of the store on node 0 (default 29500)")
     both("--max-restarts", type=_positive(int), default=0)
+    both("--restart-policy", default="all", choices=list(RESTART_POLICIES),
+         help="all (default, torchrun's behaviour): a failed worker stops the node's "
+              "workers and the whole job re-rendezvous and starts again; failed: only "
+              "the failed worker is started again, with the same rank and environment, "
+              "while the others keep running (for jobs that survive a lost rank in "
+              "place, e.g. with engine.ft); each restart uses one of --max-restarts")
     both("--monitor-interval", type=_positive(float), default=0.1,
          help="seconds between looks at the workers")
     option("--standalone", action="store_true",
@@ -279,7 +287,8 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> LaunchConfig:
         node_rank=args.node_rank or 0, role=args.role,
         command=worker_command(args),
         output=OutputPlan(args.log_dir, args.redirects, args.tee),
-        set_omp_threads=nproc > 1 and "OMP_NUM_THREADS" not in os.environ)
+        set_omp_threads=nproc > 1 and "OMP_NUM_THREADS" not in os.environ,
+        restart_policy=args.restart_policy)
 
 
 def worker_command(args: argparse.Namespace) -> List[str]:

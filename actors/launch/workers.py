@@ -26,6 +26,8 @@ from actors.runtime.concurrency.threads import start_thread
 log = get_logger(__name__)
 
 TAIL_LINES = 20
+# How many times this worker alone was started again (--restart-policy failed).
+WORKER_RESTARTS_VARIABLE = "ACTORGRAD_WORKER_RESTART_COUNT"
 _READER_JOIN = 5.0
 _PR_SET_PDEATHSIG = 1
 
@@ -75,6 +77,7 @@ class Worker:
     def __init__(self, rank: int, local_rank: int, argv: List[str], env: Dict[str, str],
                  output: Optional[OutputPlan] = None, log_dir: Optional[str] = None):
         self.rank, self.local_rank = rank, local_rank
+        self._spawn = (argv, env, output, log_dir)
         self.tail: Deque[str] = collections.deque(maxlen=TAIL_LINES)
         output = output or OutputPlan()
         sinks = [self._sinks(output, log_dir, STD_OUT, "stdout", sys.stdout),
@@ -138,6 +141,13 @@ class Worker:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def again(self) -> "Worker":
+        """A new process of this worker: same rank, command and environment."""
+        argv, env, output, log_dir = self._spawn
+        count = int(env.get(WORKER_RESTARTS_VARIABLE, "0")) + 1
+        return Worker(self.rank, self.local_rank, argv,
+                      dict(env, **{WORKER_RESTARTS_VARIABLE: str(count)}), output, log_dir)
+
     def join_output(self) -> None:
         for reader in self._readers:
             reader.join(_READER_JOIN)
@@ -176,13 +186,26 @@ class WorkerGroup:
 
     def first_failure(self) -> Optional[WorkerFailure]:
         """The earliest failed worker (ties by rank), with the tail of its stderr."""
+        failed = self.failures()
+        return failed[0] if failed else None
+
+    def failures(self) -> List[WorkerFailure]:
+        """Every failed worker, earliest first (ties by rank), with the tail of its stderr."""
         failed = [w for w in self.workers if w.poll() not in (None, 0)]
-        if not failed:
-            return None
-        worker = min(failed, key=lambda w: (w.exited_at or 0.0, w.rank))
-        worker.join_output()
-        return WorkerFailure(worker.rank, worker.local_rank, worker.pid, worker.proc.returncode,
-                             list(worker.tail), worker.exited_at or time.time())
+        failed.sort(key=lambda w: (w.exited_at or 0.0, w.rank))
+        for worker in failed:
+            worker.join_output()
+        return [WorkerFailure(w.rank, w.local_rank, w.pid, w.proc.returncode, list(w.tail),
+                              w.exited_at or time.time()) for w in failed]
+
+    def restart(self, rank: int) -> Worker:
+        """Start worker `rank` again in place of its failed process; the others run on."""
+        index = next(i for i, w in enumerate(self.workers) if w.rank == rank)
+        old = self.workers[index]
+        self.workers[index] = new = old.again()
+        log.info("worker_restarted", rank=rank, old_pid=old.pid, pid=new.pid,
+                 exitcode=old.proc.returncode)
+        return new
 
     def stop(self, grace: float) -> None:
         """SIGTERM every worker's process group, SIGKILL what is left after `grace` seconds."""

@@ -76,20 +76,38 @@ class DistributedDataParallel(Module):
                  static_graph: bool = False):
         super().__init__()
         self.module = module
-        _set(self, _group=process_group, _size=dist.get_world_size(process_group), _sync=True,
+        _set(self, _group=process_group, _sync=True,
              _find_unused=bool(find_unused_parameters or static_graph),
              _next=0,  # the next bucket to start
              _armed=False,  # a hook fired: the reduction must finish before the next forward
              _unreached=())  # ids of the parameters the last forward's outputs do not reach
-        root = 0 if process_group is None else dist.get_global_rank(process_group, 0)
-        for param in module.parameters():
-            dist.broadcast(param.data, src=root, group=process_group)
+        self._start_equal()
         named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
         buckets = _pack(list(reversed(named)), int(bucket_cap_mb * 1024 * 1024))
         _set(self, _buckets=buckets,
              _slot={id(p): (b, i) for b in buckets for i, p in enumerate(b.params)})
         for _, param in named:
             param.register_post_accumulate_grad_hook(self._on_grad_ready)
+
+    # -- where the reduction meets its group (a fault-tolerant wrapper overrides these) --
+
+    def _start_equal(self) -> None:
+        """Make every rank start from rank 0's parameters."""
+        group = self._group
+        root = 0 if group is None else dist.get_global_rank(group, 0)
+        for param in self.module.parameters():
+            dist.broadcast(param.data, src=root, group=group)
+
+    def _reduce(self, flat: np.ndarray) -> Any:
+        """Start summing `flat` over the ranks in place; something with `wait()`."""
+        return dist.all_reduce(flat, group=self._group, async_op=True)
+
+    def _divisor(self) -> int:
+        """How many ranks' gradients the sums hold (the averages divide by it)."""
+        return dist.get_world_size(self._group)
+
+    def _rank(self) -> int:
+        return dist.get_rank(self._group)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self._armed:  # the previous backward ended before its reduction did
@@ -148,7 +166,7 @@ class DistributedDataParallel(Module):
         else:
             marks = bucket.marks
         bucket.flat = np.concatenate(grads + [marks])
-        bucket.work = dist.all_reduce(bucket.flat, group=self._group, async_op=True)
+        bucket.work = self._reduce(bucket.flat)
 
     def _finish(self, at_forward: bool = False) -> None:
         """Start the buckets not started yet, wait for all, write the averages into
@@ -171,11 +189,12 @@ class DistributedDataParallel(Module):
         bucket.work.wait()
         flat, count = bucket.flat, len(bucket.params)
         have = flat[-count:].tolist()
-        flat /= self._size
+        divisor = self._divisor()
+        flat /= divisor
         missing, offset = {}, 0
         for param, name, ranks in zip(bucket.params, bucket.names, have):
             size = param.data.size
-            if ranks < self._size and not self._find_unused:
+            if ranks < divisor and not self._find_unused:
                 missing[name] = int(ranks)
             if ranks or not self._find_unused:  # none anywhere: grad stays None (torch)
                 param.grad = flat[offset:offset + size].reshape(param.shape).astype(
@@ -189,11 +208,11 @@ class DistributedDataParallel(Module):
         if not missing:
             return (f"{head} The previous backward pass ended before its gradient reduction "
                     f"did (it raised?); the reduction was finished now, at this forward.")
-        where = ", ".join(f"{name} (got one on {n} of {self._size} ranks)"
+        where = ", ".join(f"{name} (got one on {n} of {self._divisor()} ranks)"
                           for name, n in missing.items())
         here = ", ".join(mine) if mine else "none"
         return (f"{head} {_HINT} Parameters that did not receive grad on every rank: {where}; "
-                f"on this rank (rank {dist.get_rank(self._group)}): {here}. Every rank raises "
+                f"on this rank (rank {self._rank()}): {here}. Every rank raises "
                 f"this error; every rank's gradients hold the same averages, zeros standing "
                 f"for the missing ones.")
 

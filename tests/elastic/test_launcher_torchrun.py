@@ -146,3 +146,54 @@ def test_static_mode_is_chosen_by_torchruns_options():
         True, 1, "10.0.0.1", 1234)
     assert not parse_args(["--nnodes", "2", "--rdzv-endpoint", "h:1", "x.py"]).static
     assert parse_args(["--rdzv-backend", "static", "x.py"]).static
+
+
+FAIL_ONCE_SCRIPT = """
+    import os, sys, time
+    rank = os.environ["RANK"]
+    again = os.environ.get("ACTORGRAD_WORKER_RESTART_COUNT", "0")
+    print(f"START rank={rank} pid={os.getpid()} again={again} "
+          f"restarts={os.environ['TORCHELASTIC_RESTART_COUNT']} "
+          f"store={os.environ.get('ACTORGRAD_JOB_STORE')}", flush=True)
+    if rank == "1" and (again == "0" or "always" in sys.argv):
+        sys.exit(3)
+    # the others outlive rank 1's first life: they end when its second life has started
+    import store
+    host, port = os.environ["ACTORGRAD_JOB_STORE"].rsplit(":", 1)
+    s = store.TCPStore(host, int(port), timeout=30)
+    s.add("started", 1)
+    s.wait(["rank1-again"]) if rank != "1" else s.set("rank1-again", "1")
+    """
+
+
+def test_restart_policy_failed_restarts_only_the_failed_worker(tmp_path, agents):
+    path = script(tmp_path, "fail_once.py", FAIL_ONCE_SCRIPT)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "3", "--restart-policy",
+                   "failed", "--max-restarts", "1", path)
+    assert agent.finish() == 0, agent.output
+    starts = [line.split("START ", 1)[1] for line in agent.lines if "START " in line]
+    by_rank = {}
+    for start in starts:
+        fields = dict(item.split("=") for item in start.split())
+        by_rank.setdefault(fields["rank"], []).append(fields)
+    assert [len(by_rank[r]) for r in "012"] == [1, 2, 1]  # only rank 1 started twice
+    assert [f["again"] for f in by_rank["1"]] == ["0", "1"]
+    assert all(f["restarts"] == "0" for fs in by_rank.values() for f in fs)  # one session
+    assert by_rank["0"][0]["store"].startswith("127.0.0.1:")
+
+
+def test_restart_policy_failed_gives_up_when_restarts_run_out(tmp_path, agents):
+    path = script(tmp_path, "fail_always.py", FAIL_ONCE_SCRIPT)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--restart-policy",
+                   "failed", "--max-restarts", "1", path, "always")
+    assert agent.finish() == 1
+    assert "worker rank 1" in agent.output and "exit code 3" in agent.output
+
+
+def test_the_help_documents_the_restart_policies():
+    from actors.launch.config import build_parser
+
+    text = build_parser().format_help()
+    assert "--restart-policy {all,failed}" in text and "torchrun's behaviour" in text
+    assert parse_args(["--restart-policy", "failed", "x.py"]).restart_policy == "failed"
+    assert parse_args(["x.py"]).restart_policy == "all"

@@ -76,6 +76,7 @@ class Kind(enum.IntEnum):
     RPC_CALL_NAMED = 0x0204  # JSON: {"fn": name, "args": [...], "kwargs": {...}}
     STORE_SET_EPHEMERAL = 0x0110  # a key deleted when the connection that set it closes
     STORE_LIST_KEYS = 0x0111  # the user keys, sorted
+    STORE_QUORUM = 0x0112  # a named member arrives at a round; one release answers all
 
     AUTOGRAD_BACKWARD_STEP = 0x0300  # gradients for send functions of a backward pass
     AUTOGRAD_CONTEXT_RELEASE = 0x0301  # one-way: forget these contexts

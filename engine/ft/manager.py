@@ -1,0 +1,390 @@
+"""`Manager`: the one owner of a fault-tolerant step's agreement (torchft's name).
+
+Each step, `start_quorum()` (called by `OptimizerWrapper.zero_grad`) arrives at the
+step's quorum round in the job's store on a background thread, while the caller runs
+forward and backward. The released round is turned into a `Plan` (`engine.ft.quorum`,
+pure); the manager then forms a new process group when membership changed or the
+last group broke, and sends or receives the state for members that are behind.
+`allreduce` (used by `engine.ft.DistributedDataParallel`) waits for that, then sums
+over the step's group; members that are healing contribute zeros. `should_commit()`
+votes in the step's commit round: the step counts only if every member of the quorum
+finished it. A failure inside a step (a lost or hung rank, a broken transfer) is
+recorded, never raised into the training loop: the step just does not commit.
+
+Keys live under ``ft/<session>/`` of the store: round ``q/<n>``, commit round ``c/<n>``,
+``latest`` (the last round released, where a newcomer starts), and ``pg/<n>/`` for a
+group formed at round n. A session is one run of the job (the launcher's run id and
+restart count), so a job restarted from scratch never reads an earlier run's rounds.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import sys
+import threading
+import time
+import uuid
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+import actors.distributed as dist
+from actors.distributed.world import form_group
+from actors.runtime.concurrency.threads import start_thread
+from actors.runtime.process.log import get_logger
+from store import PrefixStore, Store
+from store.errors import StoreTimeoutError
+
+from . import state_transfer
+from .quorum import VOTE_FAILED, VOTE_OK, Arrival, Plan, commits, decode_round, expected, plan
+
+log = get_logger(__name__)
+
+# A member re-arrives this often while it waits, with whom it now knows to be lost.
+SLICE = 0.25
+CLOSE_TIMEOUT = 0.5  # for telling a replaced group's peers that this member leaves
+STORE_VARIABLE = "ACTORGRAD_JOB_STORE"  # host:port of the job's store (the launcher sets it)
+
+
+class Manager:
+    """Quorum, group, healing and commit for one replica of a data-parallel job.
+
+    `state_dict()` / `load_state_dict(state)` give and take everything a replica must
+    share (parameters, optimizer state); by default the wrapped module's and the
+    wrapped optimizer's. `store` is the job's store (default: ``ACTORGRAD_JOB_STORE``,
+    which the launcher sets); `replica_id` defaults to ``RANK`` and `world_size`, the
+    replicas expected at the first step, to ``WORLD_SIZE``. `timeout` bounds every
+    collective and vote (a hung rank is lost after it, or after the transport's
+    heartbeats, whichever is first); `quorum_timeout` how long a step's quorum waits
+    for an expected member (then `min_replica_size` members go on without it);
+    `join_timeout` how long the first step waits for every replica.
+    """
+
+    def __init__(self, min_replica_size: int = 1,
+                 state_dict: Optional[Callable[[], Any]] = None,
+                 load_state_dict: Optional[Callable[[Any], None]] = None, *,
+                 store: Optional[Store] = None, replica_id: Optional[str] = None,
+                 world_size: Optional[int] = None, session: Optional[str] = None,
+                 timeout: float = 10.0, quorum_timeout: Optional[float] = None,
+                 join_timeout: float = 60.0, progress: bool = True):
+        if min_replica_size < 1:
+            raise ValueError(f"min_replica_size must be at least 1, got {min_replica_size}")
+        self.min_replica_size = min_replica_size
+        self._user_state = (state_dict, load_state_dict)
+        self._owned_store = store is None
+        store = _job_store(timeout) if store is None else store
+        session = session or _session()
+        self._store = store
+        self._keys = PrefixStore(f"ft/{session}", store)
+        self.replica_id = str(replica_id if replica_id is not None else _env_int("RANK"))
+        self._incarnation = uuid.uuid4().hex[:12]
+        size = world_size if world_size is not None else _env_int("WORLD_SIZE")
+        self._initial = tuple(str(r) for r in range(size))
+        self.timeout = timeout
+        self.quorum_timeout = timeout if quorum_timeout is None else quorum_timeout
+        self.join_timeout = join_timeout
+        self._progress = progress
+        self._module: Any = None
+        self._optimizer: Any = None
+        self._step = 0  # committed steps
+        self._round: Optional[int] = None  # the next round to arrive at; None: a newcomer
+        self._plan: Optional[Plan] = None
+        self._last: Optional[Plan] = None  # the last plan acted on, for whom to expect
+        self._group: Optional[dist.ProcessGroup] = None
+        self._broken = False
+        self._errors: List[BaseException] = []
+        self._lost_ranks: set = set()
+        self._healed: Optional[Tuple[int, Any]] = None
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ft-quorum")
+        self._quorum: Optional[concurrent.futures.Future] = None
+
+    # ---- what the wrappers register -------------------------------------------------
+
+    def register_module(self, module: Any) -> None:
+        self._module = module
+
+    def register_optimizer(self, optimizer: Any) -> None:
+        self._optimizer = optimizer
+
+    # ---- the step ----------------------------------------------------------------------
+
+    def start_quorum(self) -> None:
+        """Start this step's quorum in the background (a no-op if one is in flight)."""
+        if self._quorum is not None:
+            return
+        self._errors, self._healed = [], None
+        self._quorum = self._pool.submit(self._run_quorum)
+
+    def wait_quorum(self) -> Optional[Plan]:
+        """This step's plan, once the quorum (and any state transfer) is done; None if it
+        failed (the failure is recorded: the step will not commit). Between steps: the
+        plan of the step last decided."""
+        if self._quorum is None:
+            return self._plan
+        try:
+            self._plan = self._quorum.result()
+        except Exception as exc:  # noqa: BLE001 - recorded: the step does not commit
+            self.report_error(exc)
+            self._plan = None
+        return self._plan
+
+    def allreduce(self, flat: np.ndarray) -> "_Reduction":
+        """Start summing `flat` in place over the step's group (zeros from a member that
+        is healing); `wait()` on the result never raises, failures are recorded."""
+        self.start_quorum()
+        step_plan = self.wait_quorum()
+        if step_plan is None or self._errors:
+            return _Reduction(None, self)
+        if step_plan.healing:
+            flat[...] = 0
+        if step_plan.size == 1:
+            return _Reduction(None, self)
+        try:
+            return _Reduction(dist.all_reduce(flat, group=self._group, async_op=True), self)
+        except Exception as exc:  # noqa: BLE001 - recorded: the step does not commit
+            self.report_error(exc)
+            return _Reduction(None, self)
+
+    def report_error(self, exc: BaseException) -> None:
+        """Record a failure of this step: it will not commit, and the group is re-formed."""
+        self._errors.append(exc)
+        if isinstance(exc, dist.RankLostError):
+            self._lost_ranks.update(exc.ranks)
+        log.warning("ft_step_failed", replica=self.replica_id, step=self._step,
+                    error=f"{type(exc).__name__}: {exc}")
+
+    def errored(self) -> Optional[BaseException]:
+        """The first failure recorded in this step, if any."""
+        return self._errors[0] if self._errors else None
+
+    def should_commit(self) -> bool:
+        """Vote on this step and return whether it counts on every member: True only
+        if every member of the quorum finished it. A member that was behind loads the
+        state it received first, so the step applies to the same parameters everywhere."""
+        self.start_quorum()
+        step_plan = self.wait_quorum()
+        self._quorum = None
+        if step_plan is None:
+            self._broken = True
+            return False
+        if self._healed is not None:
+            healed_step, state = self._healed
+            self._load(state)
+            self._step = healed_step
+        vote = VOTE_FAILED if self._errors else VOTE_OK
+        try:
+            votes = self._arrive(f"c/{step_plan.round}", vote.decode(), step_plan,
+                                 self.timeout, final_min=1)
+        except StoreTimeoutError as exc:
+            self.report_error(exc)
+            votes = {}
+        committed = commits(step_plan, votes, self.min_replica_size) and not self._errors
+        # A member that failed may hold a broken group: everyone forms a new one.
+        self._broken = bool(self._errors) or any(votes.get(m) != VOTE_OK
+                                                 for m in step_plan.members)
+        if committed:
+            self._step = step_plan.max_step + 1
+        return committed
+
+    def current_step(self) -> int:
+        """Committed steps so far (a newcomer's jumps when it receives the state)."""
+        return self._step
+
+    def num_participants(self) -> int:
+        """Members that contribute gradients to this step (waits for the quorum)."""
+        step_plan = self.wait_quorum()
+        return 0 if step_plan is None else step_plan.participants
+
+    def is_participating(self) -> bool:
+        step_plan = self.wait_quorum()
+        return step_plan is not None and not step_plan.healing
+
+    def shutdown(self) -> None:
+        """End the background thread and the group; close the store if this made it."""
+        self._pool.shutdown(wait=True)
+        self._close_group()
+        if self._owned_store:
+            self._store.close()
+
+    # ---- the quorum (background thread) ------------------------------------------------
+
+    def _run_quorum(self) -> Plan:
+        me = self.replica_id
+        newcomer = self._last is None  # in no released round yet: it knows no members
+        if self._round is None:
+            self._round = (int(self._keys.get("latest")) + 1
+                           if self._keys.check(["latest"]) else 0)
+        deadline = time.monotonic() + (self.join_timeout if newcomer else self.quorum_timeout)
+        data = Arrival(self._step, self._incarnation).encode()
+        while True:
+            round_ = self._round
+            name = f"q/{round_}"
+            if round_ == 0:
+                result = self._keys.quorum(name, me, data, expect=self._initial,
+                                           min_size=self.min_replica_size,
+                                           timeout=max(0.01, deadline - time.monotonic()))
+            elif newcomer:
+                result = self._keys.quorum(name, me, data,
+                                           timeout=max(0.01, deadline - time.monotonic()))
+            else:
+                result = self._arrive(name, data.decode(), self._last,
+                                      max(0.01, deadline - time.monotonic()),
+                                      final_min=self.min_replica_size)
+            self._round = round_ + 1
+            if me in result:
+                break
+            newcomer = True  # too late for that round: join a later one
+            if time.monotonic() > deadline:
+                raise StoreTimeoutError("quorum", [name], self.join_timeout,
+                                        detail=f"replica {me!r} found no round to join")
+        last = self._last
+        # A StaleQuorumError fails this step; the next one expects the last members.
+        step_plan = plan(round_, decode_round(result), me,
+                         None if last is None else last.incarnations, self._broken,
+                         seen_step=0 if last is None else last.max_step)
+        # Whatever happens next, the next round expects this one's members.
+        self._last = step_plan
+        if step_plan.rank == 0:
+            self._keys.set("latest", str(round_))
+        if step_plan.reconfigure:
+            self._broken = True  # until the new group stands
+            self._reform(step_plan)
+        self._say(step_plan, last)
+        self._heal(step_plan)
+        return step_plan
+
+    def _arrive(self, name: str, data: str, basis: Optional[Plan], timeout: float,
+                final_min: int) -> Dict[str, bytes]:
+        """Arrive at round `name` expecting `basis`'s members, re-arriving every SLICE
+        with the ranks the group has since reported lost; in the last slice, let the
+        deadline release the round with `final_min` members."""
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            final = remaining <= SLICE
+            expect = expected(basis, self._known_lost(), self.replica_id)
+            try:
+                return self._keys.quorum(name, self.replica_id, data, expect=expect,
+                                         min_size=final_min if final else None,
+                                         timeout=max(0.01, min(SLICE, remaining)))
+            except StoreTimeoutError:
+                if final:
+                    raise
+
+    def _known_lost(self) -> set:
+        lost = set(self._lost_ranks)
+        if self._group is not None:
+            lost.update(self._group.transport.inbox.lost())
+        return lost
+
+    def _reform(self, step_plan: Plan) -> None:
+        # The old group is closed beside the new one's forming: telling peers that
+        # may be gone that this rank leaves takes up to the flush timeout.
+        old = self._close_group(wait=False)
+        keys = PrefixStore(f"pg/{step_plan.round}", self._keys)
+        try:
+            self._group = form_group(keys, step_plan.rank, step_plan.size, self.timeout)
+        finally:
+            if old is not None:
+                old.join(CLOSE_TIMEOUT + 1.0)
+        self._broken, self._lost_ranks = False, set()
+
+    def _close_group(self, wait: bool = True) -> Optional[threading.Thread]:
+        """Close the current group; unless `wait`, on a thread that is returned."""
+        group, self._group = self._group, None
+        if group is None:
+            return None
+        group.destroy()
+        if wait:
+            group.transport.close(CLOSE_TIMEOUT)
+            return None
+        return start_thread(group.transport.close, args=(CLOSE_TIMEOUT,),
+                            name="ft-close-group", owner="engine.ft.manager.Manager",
+                            purpose="closes a replaced process group beside the new one")
+
+    def _heal(self, step_plan: Plan) -> None:
+        if step_plan.send_to:
+            payload = state_transfer.pack(self._state(), self._step)
+            for dst in step_plan.send_to:
+                state_transfer.send_state(self._group, dst, payload)
+        if step_plan.heal_from is not None:
+            self._healed = state_transfer.recv_state(self._group, step_plan.heal_from)
+            log.info("ft_state_received", replica=self.replica_id,
+                     source=step_plan.members[step_plan.heal_from], step=self._healed[0])
+
+    def _say(self, step_plan: Plan, last: Optional[Plan]) -> None:
+        """A progress line for people when the quorum changes (after `last`), and a log
+        event."""
+        if last is not None and last.incarnations == step_plan.incarnations:
+            return
+        before = set() if last is None else set(last.members)
+        joined = sorted(set(step_plan.members) - before)
+        lost = sorted(before - set(step_plan.members))
+        log.info("ft_quorum_changed", replica=self.replica_id, round=step_plan.round,
+                 members=list(step_plan.members), max_step=step_plan.max_step)
+        if self._progress:
+            print(f"[ft replica {self.replica_id}] quorum at step {step_plan.max_step}: "
+                  f"{step_plan.size} members {list(step_plan.members)}"
+                  + (f", joined {joined}" if joined and last is not None else "")
+                  + (f", lost {lost}" if lost else ""), file=sys.stdout, flush=True)
+
+    # ---- state -----------------------------------------------------------------------
+
+    def _state(self) -> Any:
+        give = self._user_state[0]
+        if give is not None:
+            return give()
+        return {"model": None if self._module is None else self._module.state_dict(),
+                "optimizer": None if self._optimizer is None else self._optimizer.state_dict()}
+
+    def _load(self, state: Any) -> None:
+        take = self._user_state[1]
+        if take is not None:
+            take(state)
+            return
+        if self._module is not None:
+            self._module.load_state_dict(state["model"])
+        if self._optimizer is not None:
+            self._optimizer.load_state_dict(state["optimizer"])
+
+
+class _Reduction:
+    """An all-reduce in flight whose failure is recorded in the manager, not raised."""
+
+    def __init__(self, work: Optional[dist.Work], manager: Manager):
+        self._work, self._manager = work, manager
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        if self._work is None:
+            return True
+        try:
+            self._work.wait(timeout)
+        except Exception as exc:  # noqa: BLE001 - recorded: the step does not commit
+            self._manager.report_error(exc)
+        return True
+
+
+def _job_store(timeout: float) -> Store:
+    from store import TCPStore
+
+    address = os.environ.get(STORE_VARIABLE)
+    if not address:
+        raise ValueError(f"Manager needs the job's store: pass store=..., or run under "
+                         f"python -m actors.launch, which sets {STORE_VARIABLE}")
+    host, _, port = address.rpartition(":")
+    return TCPStore(host, int(port), timeout=max(timeout, 30.0))
+
+
+def _session() -> str:
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run_id is None:
+        raise ValueError("Manager needs a session: pass session=..., or run under "
+                         "python -m actors.launch, whose run id and restart count name it")
+    return f"{run_id}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+def _env_int(name: str) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        raise ValueError(f"Manager needs {name}: pass it, or run under python -m actors.launch")
+    return int(value)

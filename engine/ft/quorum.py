@@ -1,0 +1,122 @@
+"""The decisions of a fault-tolerant step, on plain data: who is in, who heals from whom,
+whether the step counts.
+
+`plan` turns a released quorum round (each member's replica id and step) into this
+member's `Plan`: its rank in the step's group (replica ids in sorted order, so every
+member computes the same ranks and a replayed membership gives the same reduction
+order), the step every member will be at (the highest among them), which members
+must first receive the state (those behind it) and from whom (the up-to-date members
+in turn), how many members contribute gradients, and whether the group must be formed
+anew. `commits` decides from the commit round whether the step counts. Nothing here
+does I/O; `engine.ft.manager` moves the messages.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Dict, Iterable, Mapping, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """What a member says when it arrives at a round: its step, and which process it is."""
+
+    step: int
+    incarnation: str
+
+    def encode(self) -> bytes:
+        return json.dumps({"step": self.step, "incarnation": self.incarnation}).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> "Arrival":
+        fields = json.loads(data)
+        return Arrival(int(fields["step"]), str(fields["incarnation"]))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One member's part in one step, the same on every member but for `rank`."""
+
+    round: int
+    members: Tuple[str, ...]  # replica ids by group rank
+    incarnations: Tuple[str, ...]  # which process each member is, by group rank
+    rank: int
+    max_step: int
+    heal_from: Optional[int]  # group rank this member receives the state from, if behind
+    send_to: Tuple[int, ...]  # group ranks this member sends its state to
+    participants: int  # members at `max_step`: they contribute gradients
+    reconfigure: bool  # the group differs from the previous step's (or that one broke)
+
+    @property
+    def healing(self) -> bool:
+        return self.heal_from is not None
+
+    @property
+    def size(self) -> int:
+        return len(self.members)
+
+
+class StaleQuorumError(ValueError):
+    """A round whose members are all behind a step this member saw: the members that
+    were there are slow, not known lost yet, and going on without them would train a
+    stale copy apart from theirs."""
+
+
+def plan(round_: int, arrivals: Mapping[str, Arrival], me: str,
+         previous: Optional[Tuple[str, ...]] = None, broken: bool = False,
+         seen_step: int = 0) -> Plan:
+    """This member's plan for a released round; ValueError if it is not in it,
+    StaleQuorumError if no member is at `seen_step` (the highest step of the last
+    round this member was in).
+
+    `previous` holds the incarnations of the group this member used last step
+    (None: none yet) and `broken` whether that group failed: either way, or when
+    membership changed, the group is formed anew.
+    """
+    if me not in arrivals:
+        raise ValueError(f"replica {me!r} is not in quorum round {round_} "
+                         f"({sorted(arrivals)})")
+    members = tuple(sorted(arrivals, key=_order))
+    incarnations = tuple(arrivals[m].incarnation for m in members)
+    max_step = max(a.step for a in arrivals.values())
+    if max_step < seen_step:
+        raise StaleQuorumError(f"quorum round {round_} has no member at step {seen_step} "
+                               f"(members {list(members)} are at most at step {max_step})")
+    ahead = [r for r, m in enumerate(members) if arrivals[m].step == max_step]
+    behind = [r for r, m in enumerate(members) if arrivals[m].step < max_step]
+    source = {healer: ahead[i % len(ahead)] for i, healer in enumerate(behind)}
+    rank = members.index(me)
+    return Plan(round=round_, members=members, incarnations=incarnations, rank=rank,
+                max_step=max_step, heal_from=source.get(rank),
+                send_to=tuple(h for h in behind if source[h] == rank),
+                participants=len(ahead),
+                reconfigure=broken or previous != incarnations)
+
+
+def expected(previous: Optional[Plan], lost: Iterable[int], me: str) -> Tuple[str, ...]:
+    """Whom this member waits for at its next round: the last step's members but the
+    group ranks it knows are lost (itself always)."""
+    if previous is None:
+        return (me,)
+    gone = set(lost)
+    return tuple(m for r, m in enumerate(previous.members) if r not in gone or m == me)
+
+
+def commits(step_plan: Plan, votes: Mapping[str, bytes], min_replica_size: int) -> bool:
+    """Whether the step counts: every member of its quorum voted that it finished the
+    step, and enough members contributed gradients."""
+    return (step_plan.participants >= min_replica_size
+            and all(votes.get(member) == VOTE_OK for member in step_plan.members))
+
+
+VOTE_OK, VOTE_FAILED = b"1", b"0"
+
+
+def _order(replica_id: str) -> Tuple[int, int, str]:
+    """Numeric ids in numeric order ("2" before "10"), then the others by name."""
+    return (0, int(replica_id), "") if replica_id.isdigit() else (1, 0, replica_id)
+
+
+def decode_round(result: Dict[str, bytes]) -> Dict[str, Arrival]:
+    """A released round's data as arrivals."""
+    return {member: Arrival.decode(data) for member, data in result.items()}

@@ -1,0 +1,121 @@
+"""Replicas of a small fault-tolerant training job, run in spawned processes by the tests.
+
+Each replica trains a tiny model on batches that depend only on (seed, step, replica),
+reports every step's outcome on a queue, and can be told to fail in one way at one
+step: SIGKILL itself in the middle of the all-reduce, SIGKILL itself while it sends
+its state to a newcomer, or SIGSTOP itself.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+import engine
+import engine.ft as ft
+from engine import nn, optim
+from store import TCPStore
+
+DIM = 8
+
+
+def build(seed: int) -> nn.Module:
+    rng = np.random.default_rng(seed)
+    model = nn.Sequential(nn.Linear(DIM, 16), nn.Tanh(), nn.Linear(16, 1))
+    for param in model.parameters():
+        param.data[...] = rng.standard_normal(param.shape).astype(param.dtype) * 0.3
+    return model
+
+
+def batch(seed: int, step: int, replica: str):
+    rng = np.random.default_rng([seed, step, int(replica)])
+    x = rng.standard_normal((16, DIM)).astype(np.float32)
+    y = np.sin(x.sum(axis=1, keepdims=True)).astype(np.float32)
+    return engine.tensor(x), engine.tensor(y)
+
+
+def digest(model: nn.Module) -> str:
+    h = hashlib.sha256()
+    for param in model.parameters():
+        h.update(np.ascontiguousarray(param.data).tobytes())
+    return h.hexdigest()
+
+
+class _Faulty(ft.Manager):
+    """A manager that fails on cue: `fault` is (kind, step)."""
+
+    fault: Optional[tuple] = None
+
+    def _cue(self, kind: str) -> bool:
+        return (self.fault is not None and self.fault[0] == kind
+                and self.fault[1] in (None, self.current_step()))
+
+    def allreduce(self, flat: np.ndarray) -> Any:
+        work = super().allreduce(flat)
+        if self._cue("kill_in_allreduce"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self._cue("stop_in_allreduce"):
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return work
+
+    def _heal(self, step_plan: Any) -> None:
+        if step_plan.send_to and self._cue("kill_in_transfer"):
+            from engine.ft import state_transfer
+
+            payload = state_transfer.pack(self._state(), self._step)
+            import actors.distributed as dist
+
+            dist.send(np.array([payload.size], np.int64), step_plan.send_to[0],
+                      group=self._group, tag=state_transfer.TAG)
+            os.kill(os.getpid(), signal.SIGKILL)
+        super()._heal(step_plan)
+
+
+def run(port: int, session: str, replica: str, world: int, steps: int, results: Any,
+        seed: int = 0, fault: Optional[tuple] = None, min_replica_size: int = 1,
+        timeout: float = 5.0, deadline: float = 60.0, with_member: Optional[str] = None,
+        attempts: Optional[int] = None) -> None:
+    """Train until `steps` steps committed and, if `with_member`, the last 3 committed
+    in a row with that member in the quorum (or `attempts` steps tried, or `deadline`
+    seconds), reporting each step as
+    (replica, step_after, committed, participants, members, digest, pid),
+    then (replica, 'done', step, digest)."""
+    store = TCPStore("127.0.0.1", port, timeout=30)
+    manager = _Faulty(min_replica_size, store=store, replica_id=replica, world_size=world,
+                      session=session, timeout=timeout, progress=False)
+    manager.fault = fault
+    model = ft.DistributedDataParallel(manager, build(seed))
+    optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.05,
+                                                       momentum=0.9))
+    end = time.monotonic() + deadline
+    together = 0  # steps committed with `with_member`
+
+    def more() -> bool:
+        if attempts is not None:
+            return attempts > tried
+        return manager.current_step() < steps or (with_member is not None and together < 3)
+
+    tried = 0
+    try:
+        while more() and time.monotonic() < end:
+            tried += 1
+            optimizer.zero_grad()
+            x, y = batch(seed, manager.current_step(), replica)
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            committed = optimizer.step()
+            step_plan = manager.wait_quorum()  # the plan of the step just decided
+            if committed:  # the last steps in a row committed with `with_member`
+                together = together + 1 if with_member in step_plan.members else 0
+            results.put((replica, manager.current_step(), committed,
+                         step_plan.participants if step_plan else 0,
+                         step_plan.members if step_plan else (), digest(model.module),
+                         os.getpid()))
+        results.put((replica, "done", manager.current_step(), digest(model.module)))
+    finally:
+        manager.shutdown()
+        store.close()

@@ -1,0 +1,205 @@
+"""Fault-tolerant data parallelism with real processes: kills mid-step, newcomers that
+receive the state, a kill during that transfer, two losses at once, the last member
+alone, and a hung rank."""
+import contextlib
+import multiprocessing as mp
+import os
+import queue
+import signal
+import time
+import uuid
+from collections import defaultdict
+
+import pytest
+
+from store import TCPStore
+from tests.ft import replicas
+
+pytestmark = pytest.mark.timeout(120)
+ctx = mp.get_context("spawn")
+
+
+class Job:
+    """A store server in this process and replicas in spawned ones; every wait bounded."""
+
+    def __init__(self, server: TCPStore):
+        self.server, self.session = server, uuid.uuid4().hex
+        self.results = ctx.Queue()
+        self.procs = {}
+        self.steps = defaultdict(list)  # replica -> its step reports
+        self.done = {}
+
+    def start(self, replica: str, world: int, steps: int, **kwargs) -> None:
+        proc = ctx.Process(target=replicas.run, args=(self.server.port, self.session, replica,
+                                                      world, steps, self.results),
+                           kwargs=kwargs, daemon=True)
+        proc.start()
+        self.procs.setdefault(replica, []).append(proc)
+
+    def collect(self, finishing, timeout: float = 60.0) -> None:
+        """Read reports until every replica in `finishing` said it is done."""
+        deadline = time.monotonic() + timeout
+        while not set(finishing) <= set(self.done):
+            try:
+                item = self.results.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"replicas {sorted(set(finishing) - set(self.done))} "
+                                     f"did not finish within {timeout}s") from None
+            if item[1] == "done":
+                self.done[item[0]] = item
+            else:
+                self.steps[item[0]].append(item)
+
+    def wait_steps(self, replica: str, count: int, timeout: float = 60.0) -> None:
+        """Read reports until `replica` reported `count` steps."""
+        deadline = time.monotonic() + timeout
+        while len(self.steps[replica]) < count:
+            item = self.results.get(timeout=max(0.0, deadline - time.monotonic()))
+            if item[1] == "done":
+                self.done[item[0]] = item
+            else:
+                self.steps[item[0]].append(item)
+
+    def wait_exit(self, replica: str, timeout: float = 20.0) -> int:
+        proc = self.procs[replica][-1]
+        proc.join(timeout)
+        assert not proc.is_alive(), f"replica {replica} did not end"
+        return proc.exitcode
+
+    def committed(self):
+        """{step: {replica: digest}} of the committed steps."""
+        table = defaultdict(dict)
+        for reports in self.steps.values():
+            for replica, step, committed, _, _, digest, _ in reports:
+                if committed:
+                    table[step][replica] = digest
+        return table
+
+    def kill_all(self) -> None:
+        for procs in self.procs.values():
+            for proc in procs:
+                if proc.is_alive():
+                    os.kill(proc.pid, signal.SIGCONT)  # a stopped process must run to die
+                    proc.kill()
+                proc.join(10)
+
+
+@contextlib.contextmanager
+def job():
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=30)
+    j = Job(server)
+    try:
+        yield j
+    finally:
+        j.kill_all()
+        server.close()
+
+
+def assert_consistent(j: Job) -> None:
+    """Every committed step left the same parameters on every member; no step went back."""
+    for step, digests in j.committed().items():
+        assert len(set(digests.values())) == 1, f"step {step} diverged: {digests}"
+    by_process = defaultdict(list)
+    for reports in j.steps.values():
+        for report in reports:
+            by_process[report[-1]].append(report[1])
+    for pid, steps in by_process.items():
+        assert steps == sorted(steps), f"process {pid} went back: {steps}"
+
+
+def test_a_kill_during_the_all_reduce_fails_the_step_and_the_survivors_go_on_in_place():
+    with job() as j:
+        for r in "012":
+            j.start(r, 3, 12, fault=("kill_in_allreduce", 5) if r == "2" else None)
+        j.collect("01")
+        assert j.wait_exit("2") == -signal.SIGKILL
+        for r in "01":
+            outcome = [rep[1:3] + rep[4:5] for rep in j.steps[r]]
+            assert outcome[5] == (5, False, ("0", "1", "2"))  # the step in flight: not applied
+            after = next(o for o in outcome[6:] if o[1])  # the next committed one
+            assert after[0] == 6 and "2" not in after[2]  # on the survivors
+            assert j.done[r][2] == 12
+        assert [j.wait_exit(r) for r in "01"] == [0, 0]  # the same processes throughout
+        assert len(j.procs["0"]) == len(j.procs["1"]) == 1
+        assert_consistent(j)
+
+
+def test_replaying_the_same_membership_history_from_the_same_seed_gives_the_same_parameters():
+    finals = []
+    for _ in range(2):
+        with job() as j:
+            for r in "012":
+                j.start(r, 3, 10, seed=3, fault=("kill_in_allreduce", 4) if r == "2" else None)
+            j.collect("01")
+            finals.append(j.done["0"][3])
+            assert j.done["0"][3] == j.done["1"][3]
+    assert finals[0] == finals[1]
+
+
+def test_a_restarted_replica_receives_the_state_and_takes_part_in_the_next_steps():
+    with job() as j:
+        for r in "012":
+            j.start(r, 3, 6, with_member="2" if r != "2" else None,
+                    fault=("kill_in_allreduce", 3) if r == "2" else None)
+        assert j.wait_exit("2") == -signal.SIGKILL
+        j.start("2", 3, 0, with_member="2")  # the launcher's restart of only this worker
+        j.collect("012")
+        restarted = j.procs["2"][-1].pid
+        joined = next(rep for rep in j.steps["2"] if rep[-1] == restarted and rep[2])
+        assert joined[1] >= 4 and "2" in joined[4]  # it did not start over
+        assert_consistent(j)
+        assert j.done["0"][3] == j.done["1"][3] == j.done["2"][3]
+
+
+def test_a_kill_during_the_state_transfer_makes_the_newcomer_retry_and_the_group_go_on():
+    with job() as j:
+        j.start("0", 2, 4, with_member="2", fault=("kill_in_transfer", None))
+        j.start("1", 2, 4, with_member="2")
+        j.wait_steps("1", 1)  # training has started: "2" is a newcomer
+        j.start("2", 2, 0, with_member="2")
+        j.collect("12")
+        assert j.wait_exit("0") == -signal.SIGKILL
+        members = [rep[4] for rep in j.steps["2"] if rep[2]]
+        assert members and all(m == ("1", "2") for m in members)
+        assert_consistent(j)
+        assert j.done["1"][3] == j.done["2"][3]
+
+
+def test_two_ranks_lost_in_one_step_leave_the_other_two_going():
+    with job() as j:
+        for r in "0123":
+            j.start(r, 4, 10, fault=("kill_in_allreduce", 4) if r in "23" else None)
+        j.collect("01")
+        outcome = [rep[1:3] + rep[4:5] for rep in j.steps["0"]]
+        assert (4, False, ("0", "1", "2", "3")) in outcome
+        assert any(o[:2] == (5, True) and not {"2", "3"} & set(o[2]) for o in outcome)
+        assert_consistent(j)
+
+
+def test_the_last_member_goes_on_alone_with_min_replica_size_one_and_stops_committing_with_two():
+    with job() as j:
+        j.start("0", 2, 8, fault=None)
+        j.start("1", 2, 8, fault=("kill_in_allreduce", 3))
+        j.collect("0")
+        assert [rep[4] for rep in j.steps["0"] if rep[2]][-1] == ("0",)
+        assert j.done["0"][2] == 8
+    with job() as j:
+        j.start("0", 2, 8, min_replica_size=2, attempts=6)
+        j.start("1", 2, 8, min_replica_size=2, fault=("kill_in_allreduce", 3))
+        j.collect("0")
+        outcome = [rep[1:3] for rep in j.steps["0"]]
+        assert outcome[:3] == [(1, True), (2, True), (3, True)]
+        assert all(not committed for _, committed in outcome[3:])
+        assert j.done["0"][2] == 3
+
+
+def test_a_hung_rank_is_lost_after_the_timeout_and_the_others_go_on():
+    with job() as j:
+        for r in "012":
+            j.start(r, 3, 8, timeout=2.0,
+                    fault=("stop_in_allreduce", 3) if r == "2" else None)
+        j.collect("01")
+        outcome = [rep[1:3] + rep[4:5] for rep in j.steps["0"]]
+        assert any(not o[1] and "2" in o[2] for o in outcome)  # the step it hung in
+        assert outcome[-1][:2] == (8, True) and "2" not in outcome[-1][2]
+        assert_consistent(j)

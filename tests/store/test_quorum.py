@@ -1,0 +1,159 @@
+"""The store quorum: the release rule on plain data, then over a TCPStore server with
+threads and a process that dies while it waits."""
+import multiprocessing as mp
+import threading
+
+import pytest
+
+from store import PrefixStore, TCPStore
+from store.errors import StoreTimeoutError
+from store.quorum import QuorumRound
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(60)
+ctx = mp.get_context("spawn")
+
+
+def test_a_round_with_a_count_is_complete_when_that_many_arrived():
+    r = QuorumRound("q")
+    r.arrive("a", b"1", count=2)
+    assert not r.complete()
+    r.arrive("b", b"2", count=2)
+    assert r.complete() and r.result() == {"a": b"1", "b": b"2"}
+
+
+def test_a_round_waits_for_the_intersection_of_what_the_arrivals_expect():
+    r = QuorumRound("q")
+    r.arrive("a", b"", expect=["a", "b", "c"])  # a has not seen c die
+    r.arrive("b", b"", expect=["a", "b"])  # b has
+    assert r.complete() and r.missing() == []
+    r2 = QuorumRound("q2")
+    r2.arrive("a", b"", expect=["a", "b", "c"])
+    assert not r2.complete() and r2.missing() == ["b", "c"]
+
+
+def test_an_arrival_without_expectations_never_releases_a_round_alone():
+    r = QuorumRound("q")
+    r.arrive("joiner", b"")
+    assert not r.complete() and not r.enough()
+    r.arrive("a", b"", expect=["a"], min_size=1)
+    assert r.complete() and set(r.result()) == {"a", "joiner"}
+
+
+def test_a_deadline_releases_the_round_only_with_min_size_members():
+    r = QuorumRound("q")
+    r.arrive("a", b"", expect=["a", "b"], min_size=2)
+    assert not r.enough()
+    r.arrive("c", b"")
+    assert r.enough() and not r.complete()
+
+
+def test_withdrawing_a_member_removes_its_arrival_and_its_expectation():
+    r = QuorumRound("q")
+    r.arrive("a", b"", expect=["a", "b"])
+    r.arrive("b", b"", expect=["b"])
+    r.withdraw("b")
+    assert r.missing() == ["b"] and not r.complete()
+
+
+def test_members_that_disagree_on_the_count_are_refused():
+    r = QuorumRound("q")
+    r.arrive("a", b"", count=2)
+    with pytest.raises(ValueError, match="count=3"):
+        r.arrive("b", b"", count=3)
+
+
+@pytest.fixture
+def server():
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=20)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def _arrive_all(server, members, **kwargs):
+    results, errors = {}, {}
+
+    def run(member):
+        client = TCPStore("127.0.0.1", server.port, timeout=20)
+        try:
+            results[member] = client.quorum("round", member, member.encode(), **kwargs)
+        except Exception as exc:  # noqa: BLE001 - inspected by the test
+            errors[member] = exc
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=run, args=(m,)) for m in members]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(t.is_alive() for t in threads)
+    return results, errors
+
+
+def test_every_member_gets_the_same_result_from_one_request_each(server, monkeypatch):
+    requests = []
+    original = TCPStore._call
+
+    def counting(self, kind, payload, *args):
+        requests.append(kind.name)
+        return original(self, kind, payload, *args)
+
+    monkeypatch.setattr(TCPStore, "_call", counting)
+    results, errors = _arrive_all(server, ["0", "1", "2", "3"], count=4, timeout=10)
+    assert not errors
+    expected = {m: m.encode() for m in "0123"}
+    assert all(result == expected for result in results.values())
+    assert requests.count("STORE_QUORUM") == 4 and len(requests) == 4
+
+
+def test_a_member_that_never_arrives_times_the_others_out_naming_it(server):
+    results, errors = _arrive_all(server, ["a", "b"], expect=["a", "b", "c"], timeout=0.5)
+    assert not results and set(errors) == {"a", "b"}
+    assert all(isinstance(e, StoreTimeoutError) and "'c'" in str(e) for e in errors.values())
+
+
+def test_a_deadline_releases_the_members_there_when_min_size_is_reached(server):
+    results, errors = _arrive_all(server, ["a", "b"], expect=["a", "b", "c"], min_size=2,
+                                  timeout=0.5)
+    assert not errors and results["a"] == results["b"] == {"a": b"a", "b": b"b"}
+
+
+def test_a_member_arriving_after_the_release_gets_the_result_without_it(server):
+    server.quorum("r", "a", count=1, timeout=5)
+    assert server.quorum("r", "late", count=1, timeout=5) == {"a": b""}
+
+
+def test_a_prefix_store_puts_rounds_in_its_namespace(server):
+    assert PrefixStore("job", server).quorum("r", "a", count=1, timeout=5) == {"a": b""}
+    assert server.quorum("job/r", "b", count=1, timeout=5) == {"a": b""}
+
+
+def _arrive_and_block(port, ready):
+    client = TCPStore("127.0.0.1", port, timeout=20)
+    ready.put("arriving")
+    client.quorum("round", "dies", count=2, timeout=30)
+
+
+def test_a_member_that_dies_while_it_waits_is_withdrawn_from_the_round(server):
+    ready = ctx.Queue()
+    proc = ctx.Process(target=_arrive_and_block, args=(server.port, ready), daemon=True)
+    proc.start()
+    try:
+        assert ready.get(timeout=30) == "arriving"
+        assert wait_until(lambda: _parked(server), timeout=20)
+        proc.kill()
+        proc.join(10)
+        assert wait_until(lambda: not _parked(server), timeout=10)
+        results, errors = _arrive_all(server, ["b"], count=2, timeout=1.0)
+        assert not results and "1 of 2 members" in str(errors["b"])
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(10)
+
+
+def _parked(server):
+    return server._server.service.quorums.waiting_in("round") == ["dies"]
