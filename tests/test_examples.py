@@ -8,7 +8,7 @@ import pytest
 
 from tests.example_runs import ROOT, succeeds_cleanly
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # not in the quick set
 
 
 @pytest.fixture

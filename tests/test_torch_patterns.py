@@ -5,7 +5,7 @@ import pytest
 
 from tests.example_runs import succeeds_cleanly
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]  # not in the quick set
 
 
 @pytest.fixture

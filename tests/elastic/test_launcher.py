@@ -7,7 +7,7 @@ import pytest
 from tests.elastic.launcher import kill_quietly, launch, script, wait_gone
 from tests.net import free_port
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # not in the quick set
 
 FAST_CONF = "last_call_timeout=0.3,keep_alive_interval=0.5"
 
