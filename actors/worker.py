@@ -6,7 +6,8 @@ Start one per terminal (or per machine) next to a driver script that calls
 
 For clients that do not join the world (other languages, plain pyzmq): ``--import``
 the modules that `actors.expose` their functions, ``--no-pickle`` to accept only
-JSON, and ``--serve-forever`` to keep serving until SIGINT or SIGTERM.
+JSON, and ``--serve-forever`` to keep serving until SIGINT or SIGTERM. Once it serves,
+the worker prints its mailbox address, the one to give `actors.ExposedClient`.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import sys
 import threading
 from typing import List, Optional
 
-from actors.runtime.process.log import get_logger
+from actors.runtime.process.log import get_logger, say
 
 log = get_logger("actors.worker")
 
@@ -28,7 +29,8 @@ def _env_int(name: str) -> Optional[int]:
     return int(value) if value not in (None, "") else None
 
 
-def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The worker command's options, each defaulting from the environment as its help says."""
     parser = argparse.ArgumentParser(
         prog="python -m actors.worker",
         description="Serve RPCs as one worker of an actorgrad RPC world until the world "
@@ -36,9 +38,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
                     "its help; the store of the world is hosted by rank 0 at "
                     "MASTER_ADDR:MASTER_PORT.")
     parser.add_argument("--rank", type=int, default=_env_int("RANK"),
-                        help="this worker's rank (RANK)")
+                        help="this worker's rank, 0 to world size - 1 (default: RANK; "
+                             "required)")
     parser.add_argument("--world-size", type=int, default=_env_int("WORLD_SIZE"),
-                        help="number of workers in the world, driver included (WORLD_SIZE)")
+                        help="number of workers in the world, driver included (default: "
+                             "WORLD_SIZE; required)")
     parser.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"),
                         help="host of rank 0's store (MASTER_ADDR, default 127.0.0.1)")
     parser.add_argument("--master-port", type=int, default=_env_int("MASTER_PORT") or 29500,
@@ -51,16 +55,30 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     parser.add_argument("--import", dest="modules", action="append", default=[],
                         metavar="MODULE",
                         help="import MODULE before joining, e.g. one that exposes functions "
-                             "with actors.expose (repeatable)")
+                             "with actors.expose (repeatable; default: none)")
     parser.add_argument("--no-pickle", action="store_true",
                         help="safe mode: never load a pickle from the wire; serve only named "
-                             "calls and JSON store requests")
+                             "calls and JSON store requests (default: off)")
     parser.add_argument("--serve-forever", action="store_true",
                         help="once the world is formed, serve until SIGINT or SIGTERM, then "
-                             "leave without waiting for the other workers")
+                             "leave without waiting for the other workers (default: off, "
+                             "leave when the world shuts down)")
+    return parser
+
+
+def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
+    """The options of `argv`; a usage error (exit 2) when they cannot make a worker."""
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.rank is None or args.world_size is None:
         parser.error("--rank and --world-size are required (or RANK and WORLD_SIZE)")
+    if args.world_size < 1:
+        parser.error(f"--world-size must be at least 1, got {args.world_size}")
+    if not 0 <= args.rank < args.world_size:
+        parser.error(f"--rank must be 0 to {args.world_size - 1} in a world of "
+                     f"{args.world_size}, got {args.rank}")
+    if not 0 < args.master_port < 65536:
+        parser.error(f"--master-port must be 1 to 65535, got {args.master_port}")
     return args
 
 
@@ -81,8 +99,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                     init_method=f"tcp://{args.master_addr}:{args.master_port}",
                     timeout=args.timeout, num_worker_threads=args.num_worker_threads,
                     allow_pickle=not args.no_pickle)
-    log.info("worker_serving", name=name, address=actors.get_worker_info().address,
-             safe_mode=args.no_pickle, exposed=actors.exposed_names())
+    address = actors.get_worker_info().address
+    log.info("worker_serving", name=name, address=address, safe_mode=args.no_pickle,
+             exposed=actors.exposed_names())
+    say("worker", f"{name} (rank {args.rank} of {args.world_size}) serves at {address}; "
+        f"actors.ExposedClient({address!r}) calls its exposed functions", sys.stdout)
     if args.serve_forever:
         while not stop.wait(3600):
             pass

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import socket
 import sys
 import time
 
@@ -22,7 +21,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from _world import digits  # noqa: E402
+from _world import digits, free_port, join_all  # noqa: E402
 
 BATCH = 64  # per rank
 
@@ -80,22 +79,16 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=8)
     args = parser.parse_args()
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=train, args=(rank, args.ranks, port, args.epochs))
-             for rank in range(1, args.ranks)]
+    procs = [ctx.Process(target=train, args=(rank, args.ranks, port, args.epochs),
+                         name=f"rank {rank}") for rank in range(1, args.ranks)]
     for proc in procs:
         proc.start()
     try:
         train(0, args.ranks, port, args.epochs)
     finally:
-        for proc in procs:
-            proc.join(60)
-            if proc.is_alive():
-                proc.kill()
-    sys.exit(max((proc.exitcode or 0) for proc in procs) if procs else 0)
+        join_all(procs)
 
 
 if __name__ == "__main__":

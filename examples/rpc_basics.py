@@ -3,15 +3,14 @@
 Run: ``python examples/rpc_basics.py``. This process is the driver ("driver", rank
 0, hosting the store); it spawns two workers that serve until everyone shuts down.
 """
-import multiprocessing as mp
 import os
-import socket
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
 
 import numpy as np  # noqa: E402
+from _world import world  # noqa: E402
 
 import actors  # noqa: E402
 
@@ -37,22 +36,8 @@ def ask_peer(peer: str, x: float) -> str:
     return f"{actors.get_worker_info().name} asked {peer}: {x} * 2 = {doubled}"
 
 
-def serve(rank: int, port: int) -> None:
-    os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
-    actors.init_rpc(f"worker{rank}", rank, 3, init_method=f"tcp://127.0.0.1:{port}")
-    actors.shutdown()  # serves until every worker has called shutdown
-
-
 def main() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    ctx = mp.get_context("spawn")
-    workers = [ctx.Process(target=serve, args=(rank, port)) for rank in (1, 2)]
-    for w in workers:
-        w.start()
-    actors.init_rpc("driver", 0, 3, init_method=f"tcp://127.0.0.1:{port}")
-    try:
+    with world(3, name="driver"):  # this process is rank 0; workers 1 and 2 are spawned
         print("sync :", actors.rpc_sync("worker1", dot, args=(np.ones(4), np.arange(4.0))))
         futures = [actors.rpc_async(f"worker{r}", dot, args=(np.ones(3), np.ones(3) * r))
                    for r in (1, 2)]
@@ -72,10 +57,6 @@ def main() -> None:
             actors.rpc_sync("worker9", dot, args=(1, 2))
         except ValueError as exc:
             print("unknown worker:", exc)
-    finally:
-        actors.shutdown()
-        for w in workers:
-            w.join(30)
     print("all workers left together")
 
 

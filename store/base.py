@@ -81,8 +81,13 @@ class Store(abc.ABC):
         self._timeout = to_seconds(timeout)
 
     @property
-    def timeout(self) -> float:
-        """Default timeout in seconds for blocking operations."""
+    def timeout(self) -> timedelta:
+        """Default timeout for blocking operations, a `timedelta` as torch's `Store.timeout`."""
+        return timedelta(seconds=self.timeout_seconds)
+
+    @property
+    def timeout_seconds(self) -> float:
+        """The default timeout in seconds, the form the transports send on the wire."""
         return self._timeout
 
     def set_timeout(self, timeout: Timeout) -> None:

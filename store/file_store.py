@@ -194,7 +194,7 @@ class FileStore(KeySpaceStore):
 
     def clone(self) -> "FileStore":
         """Another instance on the same file (counted as one more user, as in torch)."""
-        return FileStore(self._path, self._world_size, self.timeout)
+        return FileStore(self._path, self._world_size, self.timeout_seconds)
 
     @property
     def world_size(self) -> int:

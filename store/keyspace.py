@@ -230,7 +230,7 @@ class KeySpaceStore(Store):
 
     def get(self, key: str) -> bytes:
         key = check_key(key)
-        return self._block(lambda ks: ks.get(key), "get", lambda ks: [key], self.timeout)
+        return self._block(lambda ks: ks.get(key), "get", lambda ks: [key], self.timeout_seconds)
 
     def add(self, key: str, amount: int) -> int:
         key, amount = check_key(key), check_amount(amount)
@@ -270,7 +270,7 @@ class KeySpaceStore(Store):
             lambda ks: [ks.get(k) for k in keys] if ks.check(keys) else None,
             "multi_get",
             lambda ks: ks.missing(keys),
-            self.timeout,
+            self.timeout_seconds,
         )
 
     def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:

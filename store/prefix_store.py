@@ -49,8 +49,9 @@ class PrefixStore(Store):
         return self._prefix
 
     @property
-    def timeout(self) -> float:
-        return self._store.timeout
+    def timeout_seconds(self) -> float:
+        """The underlying store's default timeout in seconds."""
+        return self._store.timeout_seconds
 
     def set_timeout(self, timeout: Timeout) -> None:
         to_seconds(timeout)  # reject a bad type here, with our own argument name

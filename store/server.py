@@ -26,7 +26,7 @@ import threading
 from typing import Any, Callable, Deque, Dict, List, Optional, Set
 
 from actors.runtime import Actor, ActorCore, Future, Kind, Message, ProtocolError
-from actors.runtime.process.log import get_logger
+from actors.runtime.process.log import get_logger, say
 from actors.runtime.protocol.serialization import allow_pickle
 from store.base import check_amount, check_key, check_keys, check_values, to_bytes
 from store.errors import QueueEmptyError, StoreTimeoutError
@@ -300,8 +300,8 @@ def _timeout(payload: Any) -> Optional[float]:
     return timeout
 
 
-def main(argv: Optional[List[str]] = None) -> int:
-    """Serve a store until SIGINT or SIGTERM."""
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``python -m store.server``."""
     parser = argparse.ArgumentParser(
         prog="python -m store.server",
         description="Run an actorgrad TCPStore server on its own, so that the store outlives "
@@ -309,22 +309,33 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--host", default="127.0.0.1",
                         help="interface to bind (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=29500,
-                        help="port to bind; 0 picks a free one and logs it (default: 29500)")
+                        help="port to bind; 0 picks a free one (default: 29500); the "
+                             "address is printed once the server listens")
     parser.add_argument("--no-pickle", action="store_true",
                         help="safe mode: never load a pickle from the wire; clients speak "
-                             "JSON (TCPStore clients switch to it by themselves)")
-    args = parser.parse_args(argv)
+                             "JSON (TCPStore clients switch to it by themselves) "
+                             "(default: off)")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    """Serve a store until SIGINT or SIGTERM, after printing where it listens."""
+    args = build_parser().parse_args(argv)
     if args.no_pickle:
         allow_pickle(False)
     try:
         server = StoreServer(args.host, args.port).start()
     except OSError as exc:
-        log.error("store_server_failed", host=args.host, port=args.port, error=str(exc))
+        log.info("store_server_failed", host=args.host, port=args.port, error=str(exc))
+        say("store.server", f"cannot listen on {args.host}:{args.port}: {exc}")
         return 1
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     log.info("store_server_serving", host=args.host, port=server.port, safe_mode=args.no_pickle)
+    say("store.server", f"listening on {args.host}:{server.port}"
+        f"{' (safe mode: JSON only)' if args.no_pickle else ''}; clients: "
+        f"TCPStore({args.host!r}, {server.port}); stop with Ctrl-C", sys.stdout)
     while not stop.wait(3600):
         pass
     log.info("store_server_shutting_down", port=server.port)

@@ -74,7 +74,7 @@ class TCPStore(Store):
         self.world_size = world_size
         self._address = f"tcp://{_resolve(host_name)}:{port}"
         self._json = False  # set once a safe-mode server refused a pickle
-        self._channel = Channel(self._address, connect_timeout=self.timeout)
+        self._channel = Channel(self._address, connect_timeout=self.timeout_seconds)
         self._watch_lock = threading.Lock()
         self._watch_actor: Optional[Actor] = None
         self._watchers: Optional[WatchDispatcher] = None
@@ -113,12 +113,12 @@ class TCPStore(Store):
         except StoreTimeoutError:
             joined = self.add(_JOINED_KEY, 0)
             raise StoreTimeoutError(
-                "wait_for_workers", [_READY_KEY], self.timeout,
+                "wait_for_workers", [_READY_KEY], self.timeout_seconds,
                 detail=f"{joined} of {world_size} workers joined") from None
 
     def _call(self, kind: Kind, payload: dict, blocking_timeout: Optional[float] = None) -> Any:
         """One request/reply; blocking operations get the grace beyond their server deadline."""
-        wait = self.timeout if blocking_timeout is None else blocking_timeout + _REPLY_GRACE
+        wait = self.timeout_seconds if blocking_timeout is None else blocking_timeout + _REPLY_GRACE
         try:
             return self._in_server_codec(
                 lambda json: self._channel.call(kind, payload, wait, json=json))
@@ -148,7 +148,7 @@ class TCPStore(Store):
         self._call(Kind.STORE_SET, {"key": check_key(key), "value": to_bytes(value)})
 
     def get(self, key: str) -> bytes:
-        timeout = self.timeout
+        timeout = self.timeout_seconds
         return self._call(Kind.STORE_GET, {"key": check_key(key), "timeout": timeout}, timeout)
 
     def add(self, key: str, amount: int) -> int:
@@ -174,14 +174,14 @@ class TCPStore(Store):
     def clone(self) -> "TCPStore":
         """A new client of the same server (closing it leaves the server running)."""
         return TCPStore(self.host, self.port, self.world_size, is_master=False,
-                        timeout=self.timeout, wait_for_workers=False)
+                        timeout=self.timeout_seconds, wait_for_workers=False)
 
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
         seconds = self._timeout_or_default(timeout)
         self._call(Kind.STORE_WAIT, {"keys": check_keys(keys), "timeout": seconds}, seconds)
 
     def multi_get(self, keys: Sequence[str]) -> List[bytes]:
-        seconds = self.timeout
+        seconds = self.timeout_seconds
         return self._call(Kind.STORE_MULTI_GET, {"keys": check_keys(keys), "timeout": seconds},
                           seconds)
 
@@ -266,8 +266,8 @@ class TCPStore(Store):
             session = self._session()
         try:
             return self._in_server_codec(lambda json: session.request(
-                self._address, kind, payload, self.timeout, json=json
-            ).wait(self.timeout + _REPLY_GRACE))
+                self._address, kind, payload, self.timeout_seconds, json=json
+            ).wait(self.timeout_seconds + _REPLY_GRACE))
         except (PeerLostError, RequestTimeoutError) as exc:
             raise StoreConnectionError(f"{what} failed: {exc}") from None
 

@@ -1,36 +1,34 @@
 """The examples run as documented and say what they should."""
 import os
-import pathlib
 import shutil
 import subprocess
-import sys
 import tempfile
 
 import pytest
 
-pytestmark = pytest.mark.timeout(180)
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests.example_runs import ROOT, succeeds_cleanly
+
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]  # not in the quick set
 
 
-def run_example(name: str, *args: str) -> str:
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / name), *args], cwd=ROOT,
-                         capture_output=True, text=True, timeout=150)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
+@pytest.fixture
+def run_example(tmp_path):
+    """Run an example in an empty folder: exit 0, no traceback, nothing left behind."""
+    return lambda name, *args: succeeds_cleanly(name, *args, cwd=tmp_path)
 
 
-def test_the_store_demo_elects_one_leader_that_all_three_agree_on():
+def test_the_store_demo_elects_one_leader_that_all_three_agree_on(run_example):
     assert "one winner, all 3 agree" in run_example("store_demo.py")
 
 
-def test_the_rpc_basics_example_shows_each_feature():
+def test_the_rpc_basics_example_shows_each_feature(run_example):
     out = run_example("rpc_basics.py")
     for line in ("sync : 6.0", "async: [3.0, 6.0]", "21.0 * 2 = 42.0", "remote object on worker2",
                  "remote error re-raised here: ValueError", "unknown worker", "left together"):
         assert line in out
 
 
-def test_the_design_note_example_prints_its_closed_form_checks():
+def test_the_design_note_example_prints_its_closed_form_checks(run_example):
     out = run_example("dist_autograd_simple.py")
     assert out.count("ok  ") == 4 and "FAIL" not in out
 
@@ -41,7 +39,7 @@ def _accuracy(out: str) -> float:
     return float(line.split("accuracy")[1].split("%")[0].split(":")[1])
 
 
-def test_the_parameter_server_trains_two_trainers_to_a_good_accuracy():
+def test_the_parameter_server_trains_two_trainers_to_a_good_accuracy(run_example):
     out = run_example("parameter_server.py")
     assert "worker1: epoch 5/5" in out and "worker2: epoch 5/5" in out
     first, last = [float(x) for x in out.split("mean trainer loss: epoch 1 ")[1]
@@ -50,20 +48,20 @@ def test_the_parameter_server_trains_two_trainers_to_a_good_accuracy():
     assert _accuracy(out) >= 90.0
 
 
-def test_the_pipeline_trains_a_model_split_over_three_workers():
+def test_the_pipeline_trains_a_model_split_over_three_workers(run_example):
     out = run_example("pipeline_parallel.py")
     assert "stages on ['worker1', 'worker2']" in out and "epoch 8/8" in out
     assert _accuracy(out) >= 90.0
 
 
-def test_the_local_mlp_example_shows_the_loss_falling():
+def test_the_local_mlp_example_shows_the_loss_falling(run_example):
     out = run_example("train_mlp.py")
     losses = [float(line.split("loss")[1].split()[0]) for line in out.splitlines()
               if line.startswith("epoch")]
     assert losses[-1] < losses[0] / 5
 
 
-def test_the_ddp_example_trains_two_ranks_that_stay_identical():
+def test_the_ddp_example_trains_two_ranks_that_stay_identical(run_example):
     out = run_example("ddp_train.py")
     losses = [float(line.split("mean loss ")[1].split()[0]) for line in out.splitlines()
               if line.startswith("epoch")]
@@ -85,13 +83,13 @@ def _c_toolchain() -> bool:
                               capture_output=True).returncode == 0
 
 
-def test_a_plain_pyzmq_client_uses_a_safe_mode_worker_and_its_store():
+def test_a_plain_pyzmq_client_uses_a_safe_mode_worker_and_its_store(run_example):
     out = run_example("foreign/demo.py", "--clients", "python")
     assert "scale: [2.5, 5.0, 7.5, 10.0, 13.75]" in out
     assert "pyzmq client: all checks passed" in out
 
 
-def test_a_c_client_calls_an_exposed_function_with_a_float32_array_and_uses_the_store():
+def test_a_c_client_calls_an_exposed_function_with_a_float32_array_and_uses_the_store(run_example):
     if not _c_toolchain():
         assert os.environ.get("CI") != "true", "CI must have gcc and libzmq headers " \
                                                "(.ci/os-packages installs them)"
@@ -103,7 +101,7 @@ def test_a_c_client_calls_an_exposed_function_with_a_float32_array_and_uses_the_
     assert "C client: all checks passed" in out
 
 
-def test_the_zmq_pipeline_trains_every_batch_once_between_a_plain_ventilator_and_sink():
+def test_the_zmq_pipeline_trains_every_batch_once_between_a_plain_ventilator_and_sink(run_example):
     out = run_example("zmq_pipeline.py")
     assert "sink: every batch exactly once: True" in out
     per_worker = out.split("sink: batches per worker ")[1].split("\n")[0]
@@ -119,18 +117,14 @@ def test_the_pipelines_ventilator_and_sink_do_not_use_actorgrad():
         assert "actors" not in source and "engine" not in source and "store" not in source
 
 
-def _launch_ft(*args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "actors.launch", "--standalone",
-                          "--nproc-per-node", "4", "--restart-policy", "failed",
-                          "--max-restarts", "2", str(ROOT / "examples" / "ft_train.py"),
-                          *args], cwd=ROOT, capture_output=True, text=True, timeout=150)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
+_FT_LAUNCHER = ["-m", "actors.launch", "--standalone", "--nproc-per-node", "4",
+                "--restart-policy", "failed", "--max-restarts", "2"]
 
 
-def test_ft_training_survives_a_killed_replica_in_place_and_ends_as_accurate():
-    faulty = _launch_ft("--kill-at", "100")
-    clean = _launch_ft()
+def test_ft_training_survives_a_killed_replica_in_place_and_ends_as_accurate(tmp_path):
+    faulty = succeeds_cleanly("ft_train.py", "--kill-at", "100", cwd=tmp_path,
+                              launcher=_FT_LAUNCHER)
+    clean = succeeds_cleanly("ft_train.py", cwd=tmp_path, launcher=_FT_LAUNCHER)
     for rank in "013":  # the survivors were never restarted; only replica 2 was
         assert faulty.count(f"[rank{rank}]: replica {rank} (PID") == 1
     assert "replica 2 (PID" in faulty and "restarted by the launcher" in faulty

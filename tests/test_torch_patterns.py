@@ -1,23 +1,20 @@
 """examples/torch_patterns: torch's RPC tutorials, ported, behave as they do in torch."""
-import pathlib
 import re
-import subprocess
-import sys
 
 import pytest
 
-pytestmark = pytest.mark.timeout(240)
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+from tests.example_runs import succeeds_cleanly
+
+pytestmark = [pytest.mark.timeout(240), pytest.mark.slow]  # not in the quick set
 
 
-def run_pattern(name: str, *args: str) -> str:
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "torch_patterns" / name),
-                          *args], cwd=ROOT, capture_output=True, text=True, timeout=220)
-    assert out.returncode == 0, out.stdout + out.stderr
-    return out.stdout
+@pytest.fixture
+def run_pattern(tmp_path):
+    """Run a ported tutorial in an empty folder: exit 0, no traceback, nothing left behind."""
+    return lambda name, *args: succeeds_cleanly(f"torch_patterns/{name}", *args, cwd=tmp_path)
 
 
-def test_the_parameter_server_singleton_is_shared_by_all_trainers_as_in_torch():
+def test_the_parameter_server_singleton_is_shared_by_all_trainers_as_in_torch(run_pattern):
     out = run_pattern("parameter_server.py")
     assert out.count("ParameterServer created") == 1  # by value: once per trainer call
     accuracies = [float(a) for a in re.findall(r"accuracy ([\d.]+)%", out)]
@@ -25,7 +22,7 @@ def test_the_parameter_server_singleton_is_shared_by_all_trainers_as_in_torch():
     assert "all processes finished" in out
 
 
-def test_the_rref_pipeline_trains_both_shards_and_micro_batching_changes_no_result():
+def test_the_rref_pipeline_trains_both_shards_and_micro_batching_changes_no_result(run_pattern):
     out = run_pattern("rref_pipeline.py")
     runs = re.findall(r"split size +(\d+): loss ([\d.]+) -> ([\d.]+), accuracy ([\d.]+)%", out)
     assert [int(r[0]) for r in runs] == [64, 16, 8]
@@ -35,7 +32,7 @@ def test_the_rref_pipeline_trains_both_shards_and_micro_batching_changes_no_resu
     assert "pipeline done" in out
 
 
-def test_the_async_execution_server_answers_all_trainers_once_per_batch_as_in_torch():
+def test_the_async_execution_server_answers_all_trainers_once_per_batch_as_in_torch(run_pattern):
     out = run_pattern("batch_update_ps.py")
     assert re.search(r"Finish training: 40 updates of 3 trainers' gradients each", out)
     trainers = re.findall(r"trainer\d loss ([\d.]+) -> ([\d.]+)", out)
@@ -43,7 +40,7 @@ def test_the_async_execution_server_answers_all_trainers_once_per_batch_as_in_to
     assert float(re.search(r"accuracy ([\d.]+)%", out).group(1)) >= 85.0
 
 
-def test_the_observers_call_the_agent_back_through_its_rref_and_the_policy_learns():
+def test_the_observers_call_the_agent_back_through_its_rref_and_the_policy_learns(run_pattern):
     out = run_pattern("rl_observer_agent.py")
     averages = [float(a) for a in re.findall(r"Average reward: ([\d.]+)", out)]
     assert len(averages) == 4

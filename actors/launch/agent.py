@@ -15,16 +15,14 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 
 from actors.launch.config import LaunchConfig
+from actors.launch.progress import Progress
 from actors.launch.workers import GroupState, WorkerFailure, WorkerGroup
-from actors.runtime.process.log import get_logger
 from store.barrier import barrier
 from store.base import Store
 from store.errors import StoreError
 from store.elastic import (EtcdRendezvousBackend, RendezvousError, RendezvousParameters,
                            RendezvousStoreInfo, StaticRendezvousHandler, StoreRendezvousBackend,
                            create_handler)
-
-log = get_logger(__name__)
 
 # host:port of the job's store (the rendezvous store), for engine.ft's Manager.
 JOB_STORE_VARIABLE = "ACTORGRAD_JOB_STORE"
@@ -41,8 +39,9 @@ class ElasticAgent:
     """One node's agent over `store` (which the launcher opened, and closes)."""
 
     def __init__(self, config: LaunchConfig, store: Store, stop: threading.Event,
-                 log_dir: Optional[str] = None):
+                 log_dir: Optional[str] = None, progress: Optional[Progress] = None):
         self._config = config
+        self._progress = progress or Progress()
         self._store = store
         self._stop = stop
         self._log_dir = log_dir
@@ -61,7 +60,8 @@ class ElasticAgent:
         try:
             return self._invoke_run()
         except (RendezvousError, StoreError) as exc:
-            log.error("agent_rendezvous_failed", run_id=self._config.run_id, error=str(exc))
+            self._progress.tell(None, "agent_rendezvous_failed", "error",
+                                run_id=self._config.run_id, error=str(exc))
             return RunResult(1, message=f"rendezvous failed: {type(exc).__name__}: {exc}")
         finally:
             self._stop_workers()
@@ -72,8 +72,10 @@ class ElasticAgent:
         while not self._stop.wait(self._config.monitor_interval):
             state = self._group.poll()
             if state is GroupState.SUCCEEDED:
-                log.info("agent_workers_succeeded", run_id=self._config.run_id,
-                         restarts=self.restart_count)
+                count = len(self._group.workers)
+                self._progress.tell(f"{count} worker{'s' if count != 1 else ''} succeeded",
+                                    "agent_workers_succeeded", run_id=self._config.run_id,
+                                    restarts=self.restart_count)
                 self._exit_barrier()
                 return RunResult(0)
             if state is GroupState.FAILED and self._config.restart_policy == "failed":
@@ -82,9 +84,13 @@ class ElasticAgent:
                     return result
             elif state is GroupState.FAILED:
                 failure = self._group.first_failure()
-                log.warning("agent_worker_failed", run_id=self._config.run_id,
-                            rank=failure.rank, exitcode=failure.exitcode,
-                            restarts_left=self._restarts_left)
+                then = (f"restarting ({self._restarts_left} restart"
+                        f"{'s' if self._restarts_left != 1 else ''} left)"
+                        if self._restarts_left > 0 else "no restarts left")
+                self._progress.tell(f"{failure.headline()}; {then}", "agent_worker_failed",
+                                    "warning", run_id=self._config.run_id,
+                                    rank=failure.rank, exitcode=failure.exitcode,
+                                    restarts_left=self._restarts_left)
                 if self._restarts_left <= 0:
                     return RunResult(1, failure, self._summary(failure))
                 self._restarts_left -= 1
@@ -100,9 +106,13 @@ class ElasticAgent:
         same rank and environment; the others keep running. A result once restarts
         run out."""
         for failure in self._group.failures():
-            log.warning("agent_worker_failed", run_id=self._config.run_id,
-                        rank=failure.rank, exitcode=failure.exitcode,
-                        restarts_left=self._restarts_left, policy="failed")
+            then = (f"restarting it alone ({self._restarts_left} restart"
+                    f"{'s' if self._restarts_left != 1 else ''} left)"
+                    if self._restarts_left > 0 else "no restarts left")
+            self._progress.tell(f"{failure.headline()}; {then}", "agent_worker_failed",
+                                "warning", run_id=self._config.run_id, rank=failure.rank,
+                                exitcode=failure.exitcode, restarts_left=self._restarts_left,
+                                policy="failed")
             if self._restarts_left <= 0:
                 return RunResult(1, failure, self._summary(failure))
             self._restarts_left -= 1
@@ -110,8 +120,10 @@ class ElasticAgent:
         return None
 
     def _restart(self, reason: str) -> None:
-        log.info("agent_restarting_workers", run_id=self._config.run_id, reason=reason,
-                 restart_count=self.restart_count)
+        text = "restarting the workers to take in a waiting node" \
+            if reason == "nodes_waiting" else None  # a failure was told already
+        self._progress.tell(text, "agent_restarting_workers", run_id=self._config.run_id,
+                            reason=reason, restart_count=self.restart_count)
         self._stop_workers()
         self._start_round()
 
@@ -124,9 +136,15 @@ class ElasticAgent:
                    os.path.join(self._log_dir, f"attempt_{self.restart_count}"))
         self._group = WorkerGroup.start(self._config.command, envs, self._config.output,
                                         log_dir)
-        log.info("agent_round_started", run_id=self._config.run_id, group_rank=info.rank,
-                 nodes=info.world_size, restart_count=self.restart_count,
-                 master=f"{master.master_addr}:{master.master_port}")
+        ranks = [worker.rank for worker in self._group.workers]
+        pids = [worker.pid for worker in self._group.workers]
+        self._progress.tell(
+            f"round {self.restart_count}: node {info.rank} of {info.world_size} runs "
+            f"rank{'s' if len(ranks) != 1 else ''} {_span(ranks)} of {info.world_size * len(ranks)}"
+            f" (pid{'s' if len(pids) != 1 else ''} {', '.join(map(str, pids))})",
+            "agent_round_started", run_id=self._config.run_id, group_rank=info.rank,
+            nodes=info.world_size, restart_count=self.restart_count,
+            master=f"{master.master_addr}:{master.master_port}", ranks=ranks, pids=pids)
 
     def _worker_envs(self, group_rank: int, nodes: int, master: RendezvousStoreInfo
                      ) -> List[Dict[str, str]]:
@@ -161,13 +179,18 @@ class ElasticAgent:
         try:
             barrier(store, "exit_barrier", nodes, self._config.exit_barrier_timeout)
         except (TimeoutError, OSError, RuntimeError) as exc:
-            log.warning("agent_exit_barrier_incomplete", run_id=self._config.run_id,
-                        error=str(exc))
+            self._progress.tell(None, "agent_exit_barrier_incomplete", "warning",
+                                run_id=self._config.run_id, error=str(exc))
 
     def _summary(self, failure: WorkerFailure) -> str:
         return (f"elastic run {self._config.run_id!r} failed after "
                 f"{self.restart_count} restart(s) (max {self._config.max_restarts}):\n"
                 + failure.describe())
+
+
+def _span(ranks: List[int]) -> str:
+    """`3` or `2-5` for consecutive ranks."""
+    return str(ranks[0]) if len(ranks) == 1 else f"{ranks[0]}-{ranks[-1]}"
 
 
 def rendezvous_handler(config: LaunchConfig, store: Store):

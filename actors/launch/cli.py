@@ -1,8 +1,10 @@
 """``python -m actors.launch``: parse the options, open the store, run the agent, report.
 
 Exit status: 0 when every worker succeeded; 1 with a summary on stderr naming the
-failed rank, its exit code or signal and the tail of its error; 128+N after signal N
-(SIGINT, SIGTERM), once every worker is stopped.
+failed rank, its exit code or signal and the tail of its error; 2 for a usage error
+(a bad option, a script that does not exist: found before any worker starts); 128+N
+after signal N (SIGINT, SIGTERM), once every worker is stopped. Progress goes to
+stderr as ``launch: ...`` lines (`actors.launch.progress`).
 """
 from __future__ import annotations
 
@@ -15,12 +17,11 @@ from typing import Optional, Sequence
 
 from actors.launch.agent import ElasticAgent
 from actors.launch.config import LaunchConfig, parse_args
-from actors.runtime.process.log import get_logger
+from actors.launch.progress import Progress
+from actors.runtime.process.tuning import core_share
 from store.base import Store
 from store.elastic.registry import open_rendezvous_store
 from store.errors import StoreError
-
-log = get_logger(__name__)
 
 _STORE_TIMEOUT = 60.0
 
@@ -57,23 +58,36 @@ def open_store(config: LaunchConfig) -> Store:
 
 
 def output_dir(config: LaunchConfig) -> Optional[str]:
-    """This run's folder for worker output files: under --log-dir, or a new temporary one."""
-    if not config.output.any_file():
-        return None
-    if config.output.log_dir is None:
+    """This run's folder: under --log-dir, or a new temporary one for worker output files."""
+    if config.output.log_dir is not None:
+        path = os.path.join(config.output.log_dir, config.run_id)
+        os.makedirs(path, exist_ok=True)
+        return path
+    if config.output.any_file():
         return tempfile.mkdtemp(prefix=f"actorrun_{config.run_id}_")
-    path = os.path.join(config.output.log_dir, config.run_id)
-    os.makedirs(path, exist_ok=True)
-    return path
+    return None
+
+
+def describe_launch(config: LaunchConfig) -> str:
+    """The first progress line: how many workers of what, and where the store is."""
+    script = os.path.basename(config.entry[0]) if config.entry else "?"
+    text = (f"{config.nproc_per_node} worker{'s' if config.nproc_per_node != 1 else ''} "
+            f"of {script}, store {config.rdzv_host}:{config.rdzv_port}")
+    if config.max_nodes > 1:
+        nodes = (str(config.max_nodes) if config.min_nodes == config.max_nodes
+                 else f"{config.min_nodes}:{config.max_nodes}")
+        text += f", {nodes} nodes, run id {config.run_id}"
+    return text
 
 
 def run() -> None:
     """The `actorrun` console script."""
-    sys.exit(main())
+    sys.exit(main(prog="actorrun"))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    config = parse_args(argv)
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m actors.launch") -> int:
+    """Launch as `argv` says; the exit status the module docstring lists."""
+    config = parse_args(argv, prog)
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -89,24 +103,31 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except SignalReceived as exc:
         return 128 + exc.signum
     except (StoreError, OSError) as exc:
-        print(f"actors.launch: cannot reach the rendezvous store at "
-              f"{config.rdzv_host}:{config.rdzv_port}: {exc}", file=sys.stderr)
+        Progress().tell(f"cannot reach the rendezvous store at {config.rdzv_host}:"
+                        f"{config.rdzv_port}: {exc}", "agent_store_unreachable", "error",
+                        error=str(exc))
         return 1
     log_dir = output_dir(config)
-    log.info("agent_started", run_id=config.run_id, nnodes=f"{config.min_nodes}:"
-             f"{config.max_nodes}", nproc_per_node=config.nproc_per_node,
-             endpoint=f"{config.rdzv_host}:{config.rdzv_port}", entry=config.entry,
-             rendezvous="static" if config.static else "dynamic", log_dir=log_dir)
-    if config.set_omp_threads:
-        log.warning("omp_num_threads_set", value=1, note="OMP_NUM_THREADS is 1 for each "
-                    "worker so that they do not overload the machine; set it to tune")
+    progress = Progress(None if config.output.log_dir is None
+                        else os.path.join(log_dir, "events.log"))
+    progress.tell(describe_launch(config), "agent_started", run_id=config.run_id,
+                  nnodes=f"{config.min_nodes}:{config.max_nodes}",
+                  nproc_per_node=config.nproc_per_node,
+                  endpoint=f"{config.rdzv_host}:{config.rdzv_port}", entry=config.entry,
+                  rendezvous="static" if config.static else "dynamic", log_dir=log_dir)
+    if config.set_omp_threads and core_share(config.nproc_per_node) > 1:
+        # Only when it changes something: each worker would otherwise take its share.
+        progress.tell(f"OMP_NUM_THREADS=1 for each worker (it would use "
+                      f"{core_share(config.nproc_per_node)} threads); set OMP_NUM_THREADS "
+                      f"to choose", "omp_num_threads_set", value=1)
     try:
-        result = ElasticAgent(config, store, stop, log_dir).run()
+        result = ElasticAgent(config, store, stop, log_dir, progress).run()
     except SignalReceived as exc:
-        log.info("agent_stopped_by_signal", run_id=config.run_id, signal=str(exc))
+        progress.tell(f"stopped by {exc}; every worker is stopped", "agent_stopped_by_signal",
+                      run_id=config.run_id, signal=str(exc))
         return 128 + exc.signum
     finally:
         store.close()
     if result.exitcode != 0:
-        print(f"actors.launch: {result.message}", file=sys.stderr)
+        progress.tell(result.message, "agent_failed", "error", run_id=config.run_id)
     return result.exitcode

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
+import shutil
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -169,9 +171,10 @@ def _positive(kind: type):
     return parse
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "python -m actors.launch") -> argparse.ArgumentParser:
+    """The launcher's options, with `prog` the command as it was invoked."""
     parser = argparse.ArgumentParser(
-        prog="python -m actors.launch",
+        prog=prog,
         description="Start an elastic agent on this node: rendezvous with the other nodes, "
                     "run --nproc-per-node workers of the training script, restart on "
                     "failure or membership change. torchrun's options; `actorrun` is the "
@@ -184,10 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
     option("--nnodes", type=parse_nnodes, default=(1, 1),
            help="number of nodes, N or MIN:MAX (default 1)")
     both("--nproc-per-node", type=parse_nproc, default=1,
-         help="workers on this node: a number, auto or cpu (one per CPU)")
+         help="workers on this node: a number, auto or cpu (one per CPU) (default 1)")
     both("--rdzv-endpoint", type=parse_endpoint, default=None,
-         help="HOST:PORT of the rendezvous store; the agent that can bind it hosts it")
-    both("--rdzv-id", default=None, help="the job's run id")
+         help="HOST:PORT of the rendezvous store; the agent that can bind it hosts it "
+              "(default: none; required with more than one node)")
+    both("--rdzv-id", default=None,
+         help="the job's run id, the same on every node (default: a random one)")
     both("--rdzv-backend", default=None,
          choices=["store", "c10d", "static", *ETCD_BACKENDS],
          help="store (default; c10d is its alias): elastic membership, the state in a "
@@ -196,14 +201,16 @@ def build_parser() -> argparse.ArgumentParser:
               "membership, node --node-rank of --nnodes (the default when --node-rank, "
               "--master-addr or --master-port is given)")
     both("--rdzv-conf", type=parse_conf, default={},
-         help="key=value,... among " + ", ".join(_CONF_KEYS))
+         help="key=value,... among " + ", ".join(_CONF_KEYS) + " (default: none)")
     both("--node-rank", type=_positive(int), default=None,
          help="static mode: this node's rank (default 0)")
     both("--master-addr", default=None,
          help="static mode: address of node 0, which hosts the store (default 127.0.0.1)")
     both("--master-port", type=_positive(int), default=None,
          help="static mode: port of the store on node 0 (default 29500)")
-    both("--max-restarts", type=_positive(int), default=0)
+    both("--max-restarts", type=_positive(int), default=0,
+         help="how many times workers are restarted after a failure before the launch "
+              "fails (default 0); restarts to take in new nodes are free")
     both("--restart-policy", default="all", choices=list(RESTART_POLICIES),
          help="all (default, torchrun's behaviour): a failed worker stops the node's "
               "workers and the whole job re-rendezvous and starts again; failed: only "
@@ -211,36 +218,59 @@ def build_parser() -> argparse.ArgumentParser:
               "while the others keep running (for jobs that survive a lost rank in "
               "place, e.g. with engine.ft); each restart uses one of --max-restarts")
     both("--monitor-interval", type=_positive(float), default=0.1,
-         help="seconds between looks at the workers")
+         help="seconds between looks at the workers (default 0.1)")
     option("--standalone", action="store_true",
-           help="one node with an embedded store on a free port")
+           help="one node with an embedded store on a free port (default: off)")
     both("--local-addr", default="127.0.0.1",
-         help="address workers use to reach this node (MASTER_ADDR)")
-    option("--role", default="default", help="the workers' role (ROLE_NAME)")
+         help="address workers use to reach this node (MASTER_ADDR) (default 127.0.0.1)")
+    option("--role", default="default",
+           help="the workers' role (ROLE_NAME) (default: default)")
     both("--log-dir", default=None,
-         help="directory for the files of --redirects and --tee (default: a new "
-              "temporary directory)")
+         help="directory for this run's folder <run id>/: the launcher's structured event "
+              "lines (events.log) and the files of --redirects and --tee (default: no "
+              "events file; worker files in a new temporary directory)")
     option("-r", "--redirects", type=parse_std, default={},
            help="send workers' output to files only: 0 none, 1 stdout, 2 stderr, 3 both; "
-                "for every local rank, or LOCAL_RANK:N,...")
+                "for every local rank, or LOCAL_RANK:N,... (default 0)")
     option("-t", "--tee", type=parse_std, default={},
-           help="send workers' output to files and to this console (codes as --redirects)")
+           help="send workers' output to files and to this console (codes as --redirects) "
+                "(default 0)")
     both("--no-python", action="store_true",
-         help="run the script as an executable, not with the Python interpreter")
+         help="run the script as an executable, not with the Python interpreter "
+              "(default: off)")
     both("--run-path", action="store_true",
-         help="run the script with runpy.run_path (its name is __main__)")
+         help="run the script with runpy.run_path (its name is __main__) (default: off)")
     both("--start-method", default="spawn", choices=["spawn", "fork", "forkserver"],
          help="accepted for torchrun's sake: every worker is a fresh interpreter, as "
-              "with spawn")
+              "with spawn (default spawn)")
     option("-m", "--module", action="store_true",
-           help="treat the script as a module name, like python -m")
-    option("script", help="the training script (or module with -m)")
-    option("script_args", nargs=argparse.REMAINDER)
+           help="treat the script as a module name, like python -m (default: off)")
+    option("script", nargs="?", help="the training script (or module with -m)")
+    option("script_args", nargs=argparse.REMAINDER,
+           help="arguments passed on to the script (optional)")
     return parser
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> LaunchConfig:
-    parser = build_parser()
+def missing_script(args: argparse.Namespace) -> Optional[str]:
+    """Why the script cannot start, checked before any worker does; None if it can."""
+    if args.script is None:
+        return "no script given: the training script to run comes after the options"
+    if args.module:
+        try:
+            found = importlib.util.find_spec(args.script) is not None
+        except (ImportError, ValueError):
+            found = False
+        return None if found else f"no module named {args.script!r}"
+    if args.no_python:
+        found = os.path.isfile(args.script) or shutil.which(args.script) is not None
+        return None if found else f"no such executable: {args.script}"
+    return None if os.path.isfile(args.script) else f"no such script: {args.script}"
+
+
+def parse_args(argv: Optional[Sequence[str]] = None,
+               prog: str = "python -m actors.launch") -> LaunchConfig:
+    """The launch as the command line asks; a usage error (exit 2) for a bad one."""
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     min_nodes, max_nodes = args.nnodes
     static_options = (args.node_rank, args.master_addr, args.master_port)
@@ -276,6 +306,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> LaunchConfig:
                      f"of an etcd server, and excludes --standalone")
     if args.no_python and args.module:
         parser.error("--no-python and --module exclude each other")
+    problem = missing_script(args)
+    if problem is not None:
+        parser.error(problem)
     nproc = args.nproc_per_node
     return LaunchConfig(
         min_nodes=min_nodes, max_nodes=max_nodes, nproc_per_node=nproc,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import IO, Deque, Dict, List, Optional
 
 from actors.launch.config import STD_ERR, STD_OUT, OutputPlan
-from actors.runtime.process.log import get_logger
+from actors.runtime.process.log import get_logger, write_line
 from actors.runtime.concurrency.threads import start_thread
 
 log = get_logger(__name__)
@@ -48,6 +48,16 @@ class WorkerFailure:
     exitcode: int
     tail: List[str]
     when: float
+    stderr_path: Optional[str] = None  # the file its stderr went to, if any
+
+    def headline(self) -> str:
+        """`rank 1 exited with 1: see ...`: what happened and where its error is."""
+        if self.exitcode < 0:
+            how = f"was killed by {signal.Signals(-self.exitcode).name}"
+        else:
+            how = f"exited with {self.exitcode}"
+        where = self.stderr_path or f"its stderr above, lines starting [rank{self.rank}]:"
+        return f"rank {self.rank} {how}: see {where}"
 
     def describe(self) -> str:
         if self.exitcode < 0:
@@ -82,6 +92,7 @@ class Worker:
         output = output or OutputPlan()
         sinks = [self._sinks(output, log_dir, STD_OUT, "stdout", sys.stdout),
                  self._sinks(output, log_dir, STD_ERR, "stderr", sys.stderr)]
+        self.stderr_path: Optional[str] = sinks[1][1]
         self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      preexec_fn=_die_with_parent)
@@ -121,12 +132,8 @@ class Worker:
                 if log_file is not None:
                     log_file.write(line + "\n")
                     log_file.flush()
-                if console is not None:
-                    try:
-                        console.write(prefix + line + "\n")
-                        console.flush()
-                    except (OSError, ValueError):
-                        pass  # our own output is gone; keep draining so the worker never blocks
+                if console is not None:  # a closed console is skipped: keep draining
+                    write_line(console, prefix + line)
         source.close()
 
     def poll(self) -> Optional[int]:
@@ -172,8 +179,6 @@ class WorkerGroup:
         except BaseException:
             cls(workers).stop(0.0)
             raise
-        log.info("workers_started", ranks=[w.rank for w in workers],
-                 pids=[w.pid for w in workers])
         return cls(workers)
 
     def poll(self) -> GroupState:
@@ -196,7 +201,7 @@ class WorkerGroup:
         for worker in failed:
             worker.join_output()
         return [WorkerFailure(w.rank, w.local_rank, w.pid, w.proc.returncode, list(w.tail),
-                              w.exited_at or time.time()) for w in failed]
+                              w.exited_at or time.time(), w.stderr_path) for w in failed]
 
     def restart(self, rank: int) -> Worker:
         """Start worker `rank` again in place of its failed process; the others run on."""

@@ -77,7 +77,10 @@ def serve_named_call(msg: Message) -> Any:
 class ExposedClient:
     """Calls the functions a worker exposes, by name, in the JSON codec (no pickle).
 
-    `address` is the worker's mailbox endpoint (`WorkerInfo.address`). Calls block
+    `address` is the worker's mailbox endpoint (`WorkerInfo.address`), the one
+    ``python -m actors.worker`` prints as it starts (``worker: worker0 (rank 0 of 1)
+    serves at tcp://...``); the store's port (``--master-port``) is another socket,
+    which answers a named call with `UnknownKindError`. Calls block
     the calling thread; many threads may call at once. `close()` (or dropping the
     client) releases its sockets.
     """

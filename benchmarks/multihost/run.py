@@ -285,7 +285,7 @@ class Run:
             if what.startswith(("agent_", "rendezvous_")):
                 details = " ".join(f"{key}={value}" for key, value in fields.items())
                 self.say(f"{name}: {what} {details}", at)
-        elif parse_line(line) is not None or line.startswith("actors.launch:"):
+        elif parse_line(line) is not None or line.startswith("launch:"):
             self.say(f"{name}: {line}", at)
 
     def watch(self) -> dict:

@@ -39,7 +39,7 @@ def start_worker(port, log_path):
     log = open(log_path, "w")
     worker = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + START_TIMEOUT
-    while "worker_serving" not in pathlib.Path(log_path).read_text():
+    while " serves at " not in pathlib.Path(log_path).read_text():  # its start line
         if worker.poll() is not None or time.monotonic() > deadline:
             worker.kill()
             raise SystemExit(f"the worker did not start:\n{pathlib.Path(log_path).read_text()}")

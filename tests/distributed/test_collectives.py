@@ -21,8 +21,10 @@ def reduce_all(op, arrays):
     return (np.max if op == "MAX" else np.min)(np.stack(arrays), axis=0)
 
 
-@pytest.mark.parametrize("world, shared_memory",
-                         [(2, "1"), (3, "1"), (4, "1"), (2, "0"), (4, "0")])
+@pytest.mark.parametrize("world, shared_memory", [
+    (2, "1"), pytest.param(3, "1", marks=pytest.mark.slow),
+    pytest.param(4, "1", marks=pytest.mark.slow), (2, "0"),
+    pytest.param(4, "0", marks=pytest.mark.slow)])
 def test_every_collective_matches_numpy_and_every_rank_ends_bit_identical(
         world, shared_memory, monkeypatch):
     """With shared memory between the ranks of one host, and without, as across hosts

@@ -75,6 +75,7 @@ def run_once(world: int, size: int) -> dict:
                 proc.join(5)
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("world", [2, 4])
 @pytest.mark.parametrize("size", [4, 1 << 20], ids=["16 B", "4 MiB"])
@@ -103,6 +104,7 @@ assert (a == w * (w + 1) / 2).all(), a
 """
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("world", [2, 4])
 def test_a_script_that_ends_after_a_collective_under_the_launcher_loses_nothing(

@@ -6,7 +6,7 @@ import actors.distributed as dist
 from tests.distributed import scenarios
 from tests.distributed.ranks import run_ranks, spawn_ranks
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # not in the quick set
 
 
 def test_a_killed_rank_makes_every_survivor_raise_a_connection_error_naming_it_within_a_second():

@@ -4,7 +4,7 @@ import pytest
 from tests.elastic.conftest import ETCD_LEASE_TTL, Cluster
 from tests.store.etcd_server import running_etcd
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # not in the quick set
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["stopped", "killed"])

@@ -7,7 +7,7 @@ import pytest
 from tests.elastic.launcher import kill_quietly, launch, script, wait_gone
 from tests.net import free_port
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # not in the quick set
 
 FAST_CONF = "last_call_timeout=0.3,keep_alive_interval=0.5"
 
@@ -60,7 +60,11 @@ def test_a_script_that_always_fails_exhausts_restarts_with_a_summary(tmp_path, a
         """)
     agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", path)
     assert agent.finish() == 1
-    summary = agent.output[agent.output.index("actors.launch: elastic run"):]
+    told = [line for line in agent.lines if line.startswith("launch: rank 1 ")]
+    assert len(told) == 2 and "see its stderr above, lines starting [rank1]:" in told[0], told
+    assert told[0].endswith("restarting (1 restart left)") and \
+        told[1].endswith("no restarts left"), told
+    summary = agent.output[agent.output.index("launch: elastic run"):]
     assert "failed after 1 restart(s) (max 1)" in summary
     assert "worker rank 1 (local rank 1" in summary and expected in summary
     assert "ValueError: bad batch 42" in summary

@@ -11,9 +11,9 @@ FAST_CONF = "last_call_timeout=0.3,keep_alive_interval=0.5"
 
 def test_the_etcd_endpoint_defaults_to_etcds_port_2379():
     config = parse_args(["--nnodes", "2", "--rdzv-backend", "etcd", "--rdzv-endpoint", "h",
-                         "x.py"])
+                         __file__])
     assert (config.rdzv_backend, config.rdzv_host, config.rdzv_port) == ("etcd", "h", 2379)
-    assert parse_args(["--nnodes", "2", "--rdzv-endpoint", "h", "x.py"]).rdzv_port == 29400
+    assert parse_args(["--nnodes", "2", "--rdzv-endpoint", "h", __file__]).rdzv_port == 29400
 
 
 @pytest.mark.parametrize("args", [["--rdzv-backend", "etcd", "x.py"],

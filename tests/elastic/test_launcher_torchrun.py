@@ -7,6 +7,7 @@ import stat
 import pytest
 
 from actors.launch.config import parse_args
+from actors.runtime.process.tuning import core_share
 from tests.elastic.launcher import Agent, launch, script
 from tests.net import free_port
 
@@ -57,19 +58,22 @@ def test_workers_get_torchruns_role_and_torchelastic_variables(tmp_path, agents)
              e["TORCHELASTIC_RUN_ID"]) for e in envs} == {("0", "2", "roles")}
 
 
-def test_omp_num_threads_is_one_per_worker_with_a_notice_like_torchrun(tmp_path, agents):
+def test_omp_num_threads_is_one_per_worker_with_a_notice_only_when_that_changes_it(
+        tmp_path, agents):
     path = script(tmp_path, "env.py", ENV_SCRIPT)
     agent = Agent(["--standalone", "--nproc-per-node", "2", path],
                   env={"OMP_NUM_THREADS": None})
     agents.append(agent)
     assert agent.finish() == 0, agent.output
     assert {e["OMP_NUM_THREADS"] for e in envs_of(agent)} == {"1"}
-    assert "omp_num_threads_set" in agent.output
+    # Without it each worker would take its share of the cores: a notice if that is > 1.
+    notices = agent.output.count("launch: OMP_NUM_THREADS=1 for each worker")
+    assert notices == (1 if core_share(2) > 1 else 0), agent.output
     kept = Agent(["--standalone", "--nproc-per-node", "2", path], env={"OMP_NUM_THREADS": "3"})
     agents.append(kept)
     assert kept.finish() == 0, kept.output
     assert {e["OMP_NUM_THREADS"] for e in envs_of(kept)} == {"3"}
-    assert "omp_num_threads_set" not in kept.output
+    assert "launch: OMP_NUM_THREADS" not in kept.output
 
 
 def test_redirects_and_tee_write_per_rank_files_under_the_log_dir_like_torchrun(tmp_path,
@@ -122,7 +126,7 @@ def test_actorrun_is_the_same_command():
 @pytest.mark.parametrize("text,expected", [("cpu", os.cpu_count()), ("auto", os.cpu_count()),
                                            ("3", 3)])
 def test_nproc_per_node_takes_auto_and_cpu_like_torchrun(text, expected):
-    assert parse_args(["--nproc-per-node", text, "x.py"]).nproc_per_node == expected
+    assert parse_args(["--nproc-per-node", text, __file__]).nproc_per_node == expected
 
 
 @pytest.mark.parametrize("args,message", [
@@ -141,11 +145,11 @@ def test_bad_torchrun_options_fail_with_a_clear_error(args, message, capsys):
 
 def test_static_mode_is_chosen_by_torchruns_options():
     config = parse_args(["--nnodes", "2", "--node-rank", "1", "--master-addr", "10.0.0.1",
-                         "--master-port", "1234", "x.py"])
+                         "--master-port", "1234", __file__])
     assert (config.static, config.node_rank, config.rdzv_host, config.rdzv_port) == (
         True, 1, "10.0.0.1", 1234)
-    assert not parse_args(["--nnodes", "2", "--rdzv-endpoint", "h:1", "x.py"]).static
-    assert parse_args(["--rdzv-backend", "static", "x.py"]).static
+    assert not parse_args(["--nnodes", "2", "--rdzv-endpoint", "h:1", __file__]).static
+    assert parse_args(["--rdzv-backend", "static", __file__]).static
 
 
 FAIL_ONCE_SCRIPT = """
@@ -195,5 +199,5 @@ def test_the_help_documents_the_restart_policies():
 
     text = build_parser().format_help()
     assert "--restart-policy {all,failed}" in text and "torchrun's behaviour" in text
-    assert parse_args(["--restart-policy", "failed", "x.py"]).restart_policy == "failed"
-    assert parse_args(["x.py"]).restart_policy == "all"
+    assert parse_args(["--restart-policy", "failed", __file__]).restart_policy == "failed"
+    assert parse_args([__file__]).restart_policy == "all"

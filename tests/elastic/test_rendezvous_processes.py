@@ -10,7 +10,7 @@ from tests import limits
 from tests.limits import within
 from tests.elastic.nodes import pids_in
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]  # not in the quick set
 
 FAST = dict(last_call=0.5, keep_alive_interval=0.5)
 

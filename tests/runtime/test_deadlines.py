@@ -42,6 +42,7 @@ def test_a_heap_of_mostly_answered_requests_is_rebuilt_from_the_pending_ones():
     assert len(deadlines) < 200
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("peer_process", ["workers-read"], indirect=True)
 def test_requests_with_timeouts_from_16_threads_for_30_s_all_finish_within_timeout_plus_1_s(

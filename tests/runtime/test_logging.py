@@ -46,15 +46,22 @@ def test_ACTORGRAD_LOG_LEVEL_info_shows_the_lifecycle_events():
     assert "event='actor_started'" in output and "event='actor_stopped'" in output
 
 
-def test_the_launcher_reports_its_rounds_by_default_as_torchrun_does(tmp_path):
+def test_the_launcher_tells_people_in_plain_lines_and_machines_in_its_log_dir(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text("import actors\nactors.init_rpc()\nactors.shutdown()\nprint('done')\n")
     base = {k: v for k, v in os.environ.items() if k != "ACTORGRAD_LOG_LEVEL"}
     done = subprocess.run([sys.executable, "-m", "actors.launch", "--nproc-per-node", "2",
+                           "--rdzv-id", "plain", "--log-dir", str(tmp_path / "logs"),
                            str(script)], cwd=ROOT, env={**base, "PYTHONPATH": str(ROOT)},
                           capture_output=True, text=True, timeout=90)
-    output = done.stdout + done.stderr
-    assert done.returncode == 0, output
-    assert "event='agent_round_started'" in output
-    infos = [line for line in output.splitlines() if "level='info'" in line]
-    assert infos and all("logger='actors.launch" in line for line in infos), infos
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("launch: 2 workers of worker.py, store 127.0.0.1:"), lines
+    assert "launch: round 0: node 0 of 1 runs ranks 0-1 of 2 (pids " in done.stderr
+    assert lines[-1] == "launch: 2 workers succeeded", lines
+    assert "level=" not in done.stderr and "event=" not in done.stderr
+    assert done.stdout.splitlines() == ["[rank0]: done", "[rank1]: done"] or \
+        sorted(done.stdout.splitlines()) == ["[rank0]: done", "[rank1]: done"]
+    events = (tmp_path / "logs" / "plain" / "events.log").read_text()
+    for event in ("agent_started", "agent_round_started", "agent_workers_succeeded"):
+        assert f"event='{event}'" in events, events

@@ -20,7 +20,7 @@ from tests.runtime import resources_child
 from tests.subprocesses import ROOT, running
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # not in the quick set
 
 COUNT = 200
 CHILD_TIMEOUT = 100.0  # the child's rounds plus its two bounded release waits

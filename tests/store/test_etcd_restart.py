@@ -7,7 +7,7 @@ from store.etcd import EtcdStore
 from tests.store.etcd_server import running_etcd
 from tests.waiting import wait_until
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # not in the quick set
 
 
 @pytest.mark.parametrize("kill", [False, True], ids=["stopped", "killed"])

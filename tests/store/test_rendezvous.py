@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from datetime import timedelta
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_env_reads_master_rank_and_world_size_from_the_environment(env, master):
     with store:
         assert (rank, world_size) == (2, 4)
         assert (store.host, store.port, store.world_size) == ("127.0.0.1", master.port, 4)
-        assert store.is_master is False and store.timeout == 7
+        assert store.is_master is False and store.timeout == timedelta(seconds=7)
         store.set("from-rank-2", b"hi")
         assert master.get("from-rank-2") == b"hi"
 

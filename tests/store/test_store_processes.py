@@ -10,7 +10,7 @@ from tests.store import workers
 from tests.store.processes import collect, ctx, spawned
 from tests.store.stores import open_store
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.slow]  # not in the quick set
 
 READY = 30.0  # bound on waiting for a spawned child to start and connect
 WAKEUP_LIMIT = 0.5  # generous for a noisy 2-core machine; typical figures are in docs/STORES.md

@@ -78,9 +78,13 @@ def test_a_timed_out_get_is_caught_by_torchs_name_dist_store_error(store):
             store.get("missing")
 
 
-def test_set_timeout_accepts_a_timedelta(store):
+def test_set_timeout_accepts_a_timedelta_and_timeout_is_one_as_in_torch(store):
     store.set_timeout(timedelta(milliseconds=200))
-    assert store.timeout == pytest.approx(SHORT)
+    assert isinstance(store.timeout, timedelta)
+    assert store.timeout.total_seconds() == pytest.approx(SHORT)
+    store.set_timeout(1.5)
+    assert store.timeout == timedelta(seconds=1.5)
+    store.set_timeout(timedelta(milliseconds=200))
     with expect_timeout("get", ["missing"]):
         store.get("missing")
 

@@ -70,6 +70,13 @@ _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS
 _blas_limiter = None  # kept alive: the limit lasts as long as this process
 
 
+def core_share(workers_on_host: int) -> int:
+    """The BLAS threads each of `workers_on_host` workers gets: its share of our cores."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
+        (os.cpu_count() or 1)
+    return max(1, cores // max(1, workers_on_host))
+
+
 def share_cores(workers_on_host: int) -> Optional[int]:
     """Limit BLAS/OpenMP threads to this worker's share of the host's cores.
 
@@ -80,10 +87,7 @@ def share_cores(workers_on_host: int) -> Optional[int]:
         return None
     from threadpoolctl import threadpool_limits
 
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else \
-        (os.cpu_count() or 1)
-    share = max(1, cores // max(1, workers_on_host))
+    share = core_share(workers_on_host)
     _blas_limiter = threadpool_limits(limits=share)
-    log.debug("blas_threads_limited", threads=share, cores=cores,
-              workers_on_host=workers_on_host)
+    log.debug("blas_threads_limited", threads=share, workers_on_host=workers_on_host)
     return share
