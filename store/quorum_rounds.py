@@ -3,17 +3,18 @@
 `QuorumRounds` applies the rule of `store.quorum.QuorumRound` to the requests of a
 store server, on its mailbox thread (no lock): a member's request is parked until its
 round is released, then every parked member of the round is answered with the same
-result at once. A member whose deadline passes is answered with StoreTimeoutError
-and withdrawn (unless the deadline releases the round); a member whose connection is
-lost is withdrawn. Released rounds are remembered (the last `RELEASED_QUORUMS`), so a
-member arriving late gets the result that does not name it.
+result at once, encoded once (`actors.runtime.Encoded`). A member whose deadline
+passes is answered with StoreTimeoutError and withdrawn (unless the deadline releases
+the round); a member whose connection is lost is withdrawn. Released rounds are
+remembered (the last `RELEASED_QUORUMS`), so a member arriving late gets the result
+that does not name it.
 """
 from __future__ import annotations
 
 import collections
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from actors.runtime import Future, ProtocolError
+from actors.runtime import Encoded, Future, ProtocolError
 from actors.runtime.process.log import get_logger
 from store.errors import StoreTimeoutError
 from store.quorum import QuorumRound
@@ -54,8 +55,7 @@ class QuorumRounds:
     def __init__(self, call_later: Callable[..., Any]):
         self._call_later = call_later
         self._open: Dict[str, _Round] = {}
-        self._released: "collections.OrderedDict[str, Dict[str, bytes]]" = \
-            collections.OrderedDict()
+        self._released: "collections.OrderedDict[str, Encoded]" = collections.OrderedDict()
 
     def arrive(self, name: str, member: str, data: bytes, sender: bytes, *,
                count: Optional[int], expect: Optional[Sequence[str]],
@@ -119,7 +119,7 @@ class QuorumRounds:
 
     def _release(self, name: str) -> None:
         round_ = self._open.pop(name)
-        result = round_.rule.result()
+        result = Encoded(round_.rule.result())  # encoded once for every parked member
         self._released[name] = result
         while len(self._released) > RELEASED_QUORUMS:
             self._released.popitem(last=False)

@@ -6,7 +6,8 @@ This layer imports nothing from `store`, `engine` or the rpc services. Its parts
 ``actor.py``        `ActorCore` / `Actor`: handlers by kind, requests and their futures
 ``errors.py``       the runtime's exceptions
 ``protocol/``       the wire format: header, kinds and flags (``__init__``), frames
-                    (``envelope``), the pickle and JSON codecs and their input limits,
+                    (``envelope``; `Encoded`: one payload encoded once for many
+                    replies), the pickle and JSON codecs and their input limits,
                     error payloads, the script's definitions by name
 ``io/``             sockets and I/O: the one ZeroMQ context, the mailbox's I/O thread, the
                     ROUTER, the peer table, per-thread channels, attached sockets, CURVE
@@ -121,7 +122,7 @@ reaper threads of the one context (not Python threads), and pyzmq's garbage
 collector thread, which pyzmq starts on the first zero-copy send and keeps until exit.
 """
 from .actor import Actor, ActorCore
-from .protocol.envelope import Message
+from .protocol.envelope import Encoded, Message
 from .errors import (ActorError, ActorStoppedError, AddressInUseError, PeerLostError,
                      ProtocolError, RemoteError, RequestTimeoutError, SafeModeError,
                      UnknownKindError)
@@ -130,7 +131,7 @@ from .protocol import PROTOCOL_VERSION, Flag, Kind
 from .concurrency.scheduler import WorkerPool
 
 __all__ = [
-    "Actor", "ActorCore", "Message", "Future", "FutureTimeoutError", "InvalidStateError",
+    "Actor", "ActorCore", "Encoded", "Message", "Future", "FutureTimeoutError", "InvalidStateError",
     "wait_all", "Kind", "Flag", "PROTOCOL_VERSION", "WorkerPool", "ActorError",
     "ActorStoppedError", "AddressInUseError", "PeerLostError", "ProtocolError", "RemoteError",
     "RequestTimeoutError", "SafeModeError", "UnknownKindError",

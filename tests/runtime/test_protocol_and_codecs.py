@@ -84,6 +84,19 @@ def test_the_json_codec_carries_bytes_as_buffer_frames():
     assert envelope.read_payload(header, frames) == {"key": "k", "value": b"\x00\xff"}
 
 
+def test_a_payload_encoded_once_is_sent_to_many_with_only_the_header_differing():
+    value = {"a": b"\x01", "b": np.arange(100_000.0)}  # an in-band and an out-of-band part
+    shared = envelope.Encoded(value)
+    for flags in (Flag.RESPONSE, Flag.RESPONSE | Flag.JSON):
+        replies = [envelope.encode(Kind.STORE_QUORUM, req_id, shared, flags) for req_id in (1, 2)]
+        assert replies[0][1] is replies[1][1]  # one body, encoded once
+        assert [envelope.read_header(r).req_id for r in replies] == [1, 2]
+        for frames in replies:
+            got = envelope.read_payload(envelope.read_header(frames), frames)
+            assert got["a"] == b"\x01"
+            np.testing.assert_array_equal(got["b"], value["b"])
+
+
 def test_a_json_body_that_refers_to_a_missing_frame_is_a_protocol_error():
     with pytest.raises(ProtocolError, match="missing buffer frame 3"):
         json_codec.loads(b'{"v":{"$buf":3}}', [])

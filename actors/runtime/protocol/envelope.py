@@ -1,7 +1,7 @@
 """Messages as frames and back: the one encoder and decoder every socket owner uses."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ProtocolError
 from . import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, json_codec,
@@ -42,13 +42,38 @@ class Message:
         return f"<Message {kind_name(self.kind)} req={self.req_id} flags={Flag(self.flags)!r}>"
 
 
+class Encoded:
+    """A payload encoded once and sent to many: replying `Encoded(value)` to several
+    requests encodes `value` once per codec, and only each reply's header differs (a
+    quorum round's release answers every parked member with the same result)."""
+
+    __slots__ = ("value", "_codecs")
+
+    def __init__(self, value: Any):
+        self.value = value
+        self._codecs: Dict[bool, Tuple[bytes, list]] = {}
+
+    def encoded(self, json: bool) -> Tuple[bytes, list]:
+        """(body, buffers) of the value in JSON or pickle; any thread (a race encodes
+        twice, both the same)."""
+        done = self._codecs.get(json)
+        if done is None:
+            done = self._codecs[json] = _dumps(self.value, json)
+        return done
+
+
 def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
     """Frames ``[header, body, *buffers]`` for `payload`, in the codec `flags` names."""
-    if flags & JSON:
-        body, buffers = json_codec.dumps(payload)
+    json = bool(flags & JSON)
+    if isinstance(payload, Encoded):
+        body, buffers = payload.encoded(json)
     else:
-        body, buffers = serialization.dumps(payload)
+        body, buffers = _dumps(payload, json)
     return [pack_header(kind, req_id, flags, len(buffers)), body, *buffers]
+
+
+def _dumps(payload: Any, json: bool) -> Tuple[bytes, list]:
+    return json_codec.dumps(payload) if json else serialization.dumps(payload)
 
 
 def encode_error(kind: int, req_id: int, exc: BaseException, json: bool) -> List[Any]:
