@@ -59,3 +59,10 @@ def shared_store_spec(request, tmp_path) -> Iterator[tuple]:
     else:
         yield ("etcd", request.getfixturevalue("etcd_endpoint"),
                request.getfixturevalue("etcd_prefix"))
+
+
+@pytest.fixture
+def tcp_master() -> Iterator[Store]:
+    """`tcp_server` as a fixture, for clients of this process or of others."""
+    with tcp_server() as server:
+        yield server

@@ -63,20 +63,11 @@ def test_members_that_disagree_on_the_count_are_refused():
         r.arrive("b", b"", count=3)
 
 
-@pytest.fixture
-def server():
-    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=20)
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-def _arrive_all(server, members, **kwargs):
+def _arrive_all(tcp_master, members, **kwargs):
     results, errors = {}, {}
 
     def run(member):
-        client = TCPStore("127.0.0.1", server.port, timeout=20)
+        client = TCPStore("127.0.0.1", tcp_master.port, timeout=20)
         try:
             results[member] = client.quorum("round", member, member.encode(), **kwargs)
         except Exception as exc:  # noqa: BLE001 - inspected by the test
@@ -93,7 +84,7 @@ def _arrive_all(server, members, **kwargs):
     return results, errors
 
 
-def test_every_member_gets_the_same_result_from_one_request_each(server, monkeypatch):
+def test_every_member_gets_the_same_result_from_one_request_each(tcp_master, monkeypatch):
     requests = []
     original = TCPStore._call
 
@@ -102,33 +93,33 @@ def test_every_member_gets_the_same_result_from_one_request_each(server, monkeyp
         return original(self, kind, payload, *args)
 
     monkeypatch.setattr(TCPStore, "_call", counting)
-    results, errors = _arrive_all(server, ["0", "1", "2", "3"], count=4, timeout=10)
+    results, errors = _arrive_all(tcp_master, ["0", "1", "2", "3"], count=4, timeout=10)
     assert not errors
     expected = {m: m.encode() for m in "0123"}
     assert all(result == expected for result in results.values())
     assert requests.count("STORE_QUORUM") == 4 and len(requests) == 4
 
 
-def test_a_member_that_never_arrives_times_the_others_out_naming_it(server):
-    results, errors = _arrive_all(server, ["a", "b"], expect=["a", "b", "c"], timeout=0.5)
+def test_a_member_that_never_arrives_times_the_others_out_naming_it(tcp_master):
+    results, errors = _arrive_all(tcp_master, ["a", "b"], expect=["a", "b", "c"], timeout=0.5)
     assert not results and set(errors) == {"a", "b"}
     assert all(isinstance(e, StoreTimeoutError) and "'c'" in str(e) for e in errors.values())
 
 
-def test_a_deadline_releases_the_members_there_when_min_size_is_reached(server):
-    results, errors = _arrive_all(server, ["a", "b"], expect=["a", "b", "c"], min_size=2,
+def test_a_deadline_releases_the_members_there_when_min_size_is_reached(tcp_master):
+    results, errors = _arrive_all(tcp_master, ["a", "b"], expect=["a", "b", "c"], min_size=2,
                                   timeout=0.5)
     assert not errors and results["a"] == results["b"] == {"a": b"a", "b": b"b"}
 
 
-def test_a_member_arriving_after_the_release_gets_the_result_without_it(server):
-    server.quorum("r", "a", count=1, timeout=5)
-    assert server.quorum("r", "late", count=1, timeout=5) == {"a": b""}
+def test_a_member_arriving_after_the_release_gets_the_result_without_it(tcp_master):
+    tcp_master.quorum("r", "a", count=1, timeout=5)
+    assert tcp_master.quorum("r", "late", count=1, timeout=5) == {"a": b""}
 
 
-def test_a_prefix_store_puts_rounds_in_its_namespace(server):
-    assert PrefixStore("job", server).quorum("r", "a", count=1, timeout=5) == {"a": b""}
-    assert server.quorum("job/r", "b", count=1, timeout=5) == {"a": b""}
+def test_a_prefix_store_puts_rounds_in_its_namespace(tcp_master):
+    assert PrefixStore("job", tcp_master).quorum("r", "a", count=1, timeout=5) == {"a": b""}
+    assert tcp_master.quorum("job/r", "b", count=1, timeout=5) == {"a": b""}
 
 
 def _arrive_and_block(port, ready):
@@ -137,17 +128,17 @@ def _arrive_and_block(port, ready):
     client.quorum("round", "dies", count=2, timeout=30)
 
 
-def test_a_member_that_dies_while_it_waits_is_withdrawn_from_the_round(server):
+def test_a_member_that_dies_while_it_waits_is_withdrawn_from_the_round(tcp_master):
     ready = ctx.Queue()
-    proc = ctx.Process(target=_arrive_and_block, args=(server.port, ready), daemon=True)
+    proc = ctx.Process(target=_arrive_and_block, args=(tcp_master.port, ready), daemon=True)
     proc.start()
     try:
         assert ready.get(timeout=30) == "arriving"
-        assert wait_until(lambda: _parked(server), timeout=20)
+        assert wait_until(lambda: _parked(tcp_master), timeout=20)
         proc.kill()
         proc.join(10)
-        assert wait_until(lambda: not _parked(server), timeout=10)
-        results, errors = _arrive_all(server, ["b"], count=2, timeout=1.0)
+        assert wait_until(lambda: not _parked(tcp_master), timeout=10)
+        results, errors = _arrive_all(tcp_master, ["b"], count=2, timeout=1.0)
         assert not results and "1 of 2 members" in str(errors["b"])
     finally:
         if proc.is_alive():
@@ -155,5 +146,5 @@ def test_a_member_that_dies_while_it_waits_is_withdrawn_from_the_round(server):
         proc.join(10)
 
 
-def _parked(server):
-    return server._server.service.quorums.waiting_in("round") == ["dies"]
+def _parked(tcp_master):
+    return tcp_master._server.service.quorums.waiting_in("round") == ["dies"]

@@ -6,8 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from store import (FileStore, RendezvousHandlerError, StoreError, TCPStore,
-                   register_rendezvous_handler)
+from store import FileStore, RendezvousHandlerError, StoreError, register_rendezvous_handler
 from store import rendezvous as rendezvous_fn
 from tests.store import workers
 from tests.net import free_port
@@ -19,16 +18,6 @@ pytestmark = pytest.mark.timeout(60)
 rdzv_module = importlib.import_module("store.rendezvous")
 
 ENV = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500", "RANK": "0", "WORLD_SIZE": "1"}
-
-
-@pytest.fixture
-def master():
-    """A real TCPStore server on a free port, for clients that rendezvous with a rank > 0."""
-    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
-    try:
-        yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture
@@ -48,17 +37,17 @@ def registry(monkeypatch):
 # -- env:// ------------------------------------------------------------------------------
 
 
-def test_env_reads_master_rank_and_world_size_from_the_environment(env, master):
-    env.setenv("MASTER_PORT", str(master.port))
+def test_env_reads_master_rank_and_world_size_from_the_environment(env, tcp_master):
+    env.setenv("MASTER_PORT", str(tcp_master.port))
     env.setenv("RANK", "2")
     env.setenv("WORLD_SIZE", "4")
     store, rank, world_size = next(rendezvous_fn("env://", timeout=7))
     with store:
         assert (rank, world_size) == (2, 4)
-        assert (store.host, store.port, store.world_size) == ("127.0.0.1", master.port, 4)
+        assert (store.host, store.port, store.world_size) == ("127.0.0.1", tcp_master.port, 4)
         assert store.is_master is False and store.timeout == timedelta(seconds=7)
         store.set("from-rank-2", b"hi")
-        assert master.get("from-rank-2") == b"hi"
+        assert tcp_master.get("from-rank-2") == b"hi"
 
 
 def test_env_rank_zero_hosts_the_server(env):
@@ -68,8 +57,8 @@ def test_env_rank_zero_hosts_the_server(env):
         assert rank == 0 and store.is_master is True
 
 
-def test_env_query_overrides_the_environment_and_arguments_override_both(env, master):
-    env.setenv("MASTER_PORT", str(master.port))
+def test_env_query_overrides_the_environment_and_arguments_override_both(env, tcp_master):
+    env.setenv("MASTER_PORT", str(tcp_master.port))
     env.setenv("WORLD_SIZE", "8")
     store, rank, world_size = next(rendezvous_fn("env://?rank=3&world_size=6", timeout=10))
     store.close()
@@ -108,12 +97,13 @@ def test_env_end_to_end_gives_a_working_tcp_store(env):
 # -- tcp:// ------------------------------------------------------------------------------
 
 
-def test_tcp_passes_host_port_and_ranks_to_the_store(master):
+def test_tcp_passes_host_port_and_ranks_to_the_store(tcp_master):
     store, rank, world_size = next(rendezvous_fn(
-        f"tcp://127.0.0.1:{master.port}?rank=1&world_size=2", wait_for_workers=False, timeout=10))
+        f"tcp://127.0.0.1:{tcp_master.port}?rank=1&world_size=2", wait_for_workers=False,
+        timeout=10))
     with store:
         assert (rank, world_size) == (1, 2)
-        assert (store.host, store.port, store.is_master) == ("127.0.0.1", master.port, False)
+        assert (store.host, store.port, store.is_master) == ("127.0.0.1", tcp_master.port, False)
 
 
 @pytest.mark.parametrize(
