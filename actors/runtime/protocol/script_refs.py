@@ -85,24 +85,33 @@ def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
     module, a nested definition, or a script without a file. The value travels beside
     the name unless `same_script_receiver` says the receiver has the script.
     """
-    name = _names.get(obj)
+    name = _checked_name(obj)
     if name is None:
-        name = _script_name(obj)
-        if name is None:
-            return None
-        _names[obj] = name
+        return None
     qualname, path = name
-    by_name = _receiver.same and \
-        qualname.split(".", 1)[0] in _unconditional_definitions(path)
-    return resolve_script_definition, (qualname, path, None if by_name else _by_value(obj))
+    value = None if _receiver_finds(qualname, path) else _by_value(obj)
+    return resolve_script_definition, (qualname, path, value)
 
 
 def goes_by_name(obj: Any) -> bool:
     """True if `obj` is a definition of the script that travels by name alone on this thread."""
-    if not _receiver.same:
-        return False
-    reduction = reduce_script_definition(obj)
-    return reduction is not None and reduction[1][2] is None
+    name = _receiver.same and _checked_name(obj)
+    return bool(name) and _receiver_finds(*name)
+
+
+def _checked_name(obj: Any) -> Optional[Tuple[str, str]]:
+    """(qualname, script path) of a definition of the script, looked up once per object."""
+    name = _names.get(obj)
+    if name is None:
+        name = _script_name(obj)
+        if name is not None:
+            _names[obj] = name
+    return name
+
+
+def _receiver_finds(qualname: str, path: str) -> bool:
+    """Whether this thread's receiver runs the script and has made the definition."""
+    return _receiver.same and qualname.split(".", 1)[0] in _unconditional_definitions(path)
 
 
 def _script_name(obj: Any) -> Optional[Tuple[str, str]]:
