@@ -85,11 +85,12 @@ class JoinOp:
 
     def __call__(self, ctx: RendezvousContext, deadline: float) -> Action:
         state, settings = ctx.state, ctx.settings
-        if state.closed:
-            return Action.ERROR_CLOSED
         is_participant = ctx.node in state.participants
         if state.complete and is_participant:
+            # Our round completed before anyone closed the rendezvous: it stands.
             return Action.FINISH
+        if state.closed:
+            return Action.ERROR_CLOSED
         if ctx.now > deadline:
             # A short grace after the deadline to take ourselves out; if we cannot,
             # our keep-alive expiring will do it.

@@ -30,6 +30,10 @@ def decide(op, st, deadline, now=NOW, wall=WALL):
 
 JOIN_CASES = [
     ("closed rendezvous", state(closed=True), BEFORE, NOW, Action.ERROR_CLOSED),
+    ("closed after our round completed", state([ME, A], complete=True, closed=True), BEFORE,
+     NOW, Action.FINISH),
+    ("closed, a complete round without us", state([A, B], complete=True, closed=True), BEFORE,
+     NOW, Action.ERROR_CLOSED),
     ("complete and a participant", state([ME, A], complete=True), BEFORE, NOW, Action.FINISH),
     ("complete participant even after the deadline", state([ME, A], complete=True), AFTER,
      NOW, Action.FINISH),
