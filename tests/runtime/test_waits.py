@@ -1,0 +1,55 @@
+"""A long wait reports what it waits for: first after the threshold, then at a fixed period."""
+import pytest
+import structlog
+
+from actors.runtime.process.waits import SlowWait, when_due
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_reports_are_due_at_the_threshold_then_every_period():
+    assert [when_due(n, after=10, every=30) for n in range(3)] == [10, 40, 70]
+
+
+def test_a_wait_reports_once_past_the_threshold_then_each_period(monkeypatch):
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "10")
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_EVERY", "30")
+    clock, waiting_for = Clock(), ["rank 2"]
+    wait = SlowWait(lambda: f"all_reduce #57 waiting for {waiting_for[0]}", clock=clock)
+    with structlog.testing.capture_logs() as logs:
+        clock.now += 9.9
+        assert not wait.tick()
+        assert wait.next_in() == pytest.approx(0.1)
+        clock.now += 0.1
+        assert wait.tick() and not wait.tick()
+        waiting_for[0] = "ranks 2, 3"
+        clock.now += 30
+        assert wait.tick()
+    assert [(e["log_level"], e["event"]) for e in logs] == [
+        ("warning", "all_reduce #57 waiting for rank 2 for 10.0 s"),
+        ("warning", "all_reduce #57 waiting for ranks 2, 3 for 40.0 s")]
+
+
+def test_a_failing_description_does_not_break_the_wait(monkeypatch):
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "1")
+    clock = Clock()
+    wait = SlowWait(lambda: 1 / 0, clock=clock)
+    clock.now += 1
+    with structlog.testing.capture_logs() as logs:
+        assert wait.tick()
+    assert "ZeroDivisionError" in logs[0]["event"]
+
+
+def test_bad_settings_fall_back_to_the_defaults(monkeypatch):
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "soon")
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_EVERY", "-1")
+    wait = SlowWait(str)
+    assert (wait.after, wait.every) == (10.0, 30.0)
