@@ -17,24 +17,25 @@ from typing import Iterable, Sequence
 
 import griffe
 
-# (module, page title): one page each, in this order in the site's navigation.
+# The packages with a reference page each, in this order in the site's navigation.
 GROUPS = [
-    ("actors", "actors"),
-    ("actors.runtime", "actors.runtime"),
-    ("actors.rpc", "actors.rpc"),
-    ("actors.distributed", "actors.distributed"),
-    ("actors.launch", "actors.launch"),
-    ("store", "store"),
-    ("store.elastic", "store.elastic"),
-    ("store.etcd", "store.etcd"),
-    ("engine", "engine"),
-    ("engine.autograd", "engine.autograd"),
-    ("engine.ops", "engine.ops"),
-    ("engine.nn", "engine.nn"),
-    ("engine.nn.functional", "engine.nn.functional"),
-    ("engine.optim", "engine.optim"),
-    ("engine.dist_autograd", "engine.dist_autograd"),
-    ("engine.ft", "engine.ft"),
+    "actors",
+    "actors.runtime",
+    "actors.rpc",
+    "actors.distributed",
+    "actors.launch",
+    "store",
+    "store.elastic",
+    "store.etcd",
+    "engine",
+    "engine.autograd",
+    "engine.ops",
+    "engine.nn",
+    "engine.nn.functional",
+    "engine.nn.parallel",
+    "engine.optim",
+    "engine.dist_autograd",
+    "engine.ft",
 ]
 PACKAGES = ["actors", "store", "engine"]
 

@@ -31,8 +31,8 @@ def on_config(config: MkDocsConfig) -> MkDocsConfig:
     """Add the API reference pages to the navigation, one per public package."""
     if str(ROOT) not in sys.path:  # document this tree's packages, not another installed copy
         sys.path.insert(0, str(ROOT))
-    config.nav.append({"API reference": [{title: api_reference.page_file(module)}
-                                         for module, title in api_reference.GROUPS]})
+    config.nav.append({"API reference": [{module: api_reference.page_file(module)}
+                                         for module in api_reference.GROUPS]})
     return config
 
 
@@ -40,7 +40,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
     """The site's files: README.md, docs/*.md, the generated reference and the linked files."""
     site = Files([_file("README.md", config), *(_file(f"docs/{page.name}", config)
                                                  for page in sorted((ROOT / "docs").glob("*.md")))])
-    modules = [module for module, _ in api_reference.GROUPS]
+    modules = api_reference.GROUPS
     collection = api_reference.load(api_reference.PACKAGES, [str(ROOT)])
     api = api_reference.public_api(modules, collection)
     for path in api_reference.missing_docstrings(api, collection):
