@@ -69,8 +69,11 @@ from engine.rng import manual_seed
 from engine import nn, optim
 
 float32 = _np.float32
+"""numpy's float32, the factories' default dtype, as torch's."""
 float64 = _np.float64
+"""numpy's float64."""
 int64 = _np.int64
+"""numpy's int64 (class indices for `nll_loss` and `cross_entropy`)."""
 
 __all__ = [
     "Tensor", "tensor", "from_numpy", "zeros", "ones", "rand", "randn",

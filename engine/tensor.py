@@ -58,14 +58,17 @@ class Tensor:
 
     @property
     def shape(self) -> tuple:
+        """The shape of the data, a tuple (torch's is a ``torch.Size``)."""
         return self.data.shape
 
     @property
     def dtype(self) -> np.dtype:
+        """The numpy dtype of the data."""
         return self.data.dtype
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return self.data.ndim
 
     def numel(self) -> int:
@@ -85,6 +88,7 @@ class Tensor:
         return self.data.item()
 
     def tolist(self) -> Any:
+        """The data as nested Python lists (a Python number for a 0-d tensor), as torch's."""
         return self.data.tolist()
 
     def __array__(self, dtype: Any = None, copy: Optional[bool] = None) -> np.ndarray:

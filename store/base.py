@@ -91,13 +91,15 @@ class Store(abc.ABC):
         return self._timeout
 
     def set_timeout(self, timeout: Timeout) -> None:
+        """Set the default timeout of this handle's blocking calls (seconds or a timedelta)."""
         self._timeout = to_seconds(timeout)
 
     def _timeout_or_default(self, timeout: Optional[Timeout]) -> float:
         return self._timeout if timeout is None else to_seconds(timeout)
 
     @abc.abstractmethod
-    def set(self, key: str, value: Value) -> None: ...
+    def set(self, key: str, value: Value) -> None:
+        """Set `key` to `value` (bytes, or str stored UTF-8 encoded), waking every waiter on it."""
 
     @abc.abstractmethod
     def get(self, key: str) -> bytes:
@@ -112,7 +114,8 @@ class Store(abc.ABC):
         """Set `key` to `desired` if it holds `expected` (see docs/STORES.md for the exact rule)."""
 
     @abc.abstractmethod
-    def delete_key(self, key: str) -> bool: ...
+    def delete_key(self, key: str) -> bool:
+        """Delete `key`; whether it existed."""
 
     @abc.abstractmethod
     def check(self, keys: Sequence[str]) -> bool:
@@ -143,21 +146,24 @@ class Store(abc.ABC):
         """Values of all keys, blocking until all exist."""
 
     @abc.abstractmethod
-    def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None: ...
+    def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
+        """Set each key to its value as one change; ValueError unless there is one value per key."""
 
     @abc.abstractmethod
     def append(self, key: str, value: Value) -> None:
         """Append bytes to a key's value, creating it when missing."""
 
     @abc.abstractmethod
-    def queue_push(self, key: str, value: Value) -> None: ...
+    def queue_push(self, key: str, value: Value) -> None:
+        """Append `value` to the queue at `key` (created when missing), for `queue_pop`."""
 
     @abc.abstractmethod
     def queue_pop(self, key: str, block: bool = True, timeout: Optional[Timeout] = None) -> bytes:
         """Pop the oldest item; blocking waits up to the timeout, else raises QueueEmptyError."""
 
     @abc.abstractmethod
-    def queue_len(self, key: str) -> int: ...
+    def queue_len(self, key: str) -> int:
+        """The number of items in the queue at `key` (0 when there is none)."""
 
     @abc.abstractmethod
     def watch_key(self, key: str, callback: WatchCallback) -> None:

@@ -190,6 +190,7 @@ class FileStore(KeySpaceStore):
 
     @property
     def path(self) -> str:
+        """The file that holds the store."""
         return self._path
 
     def clone(self) -> "FileStore":
@@ -198,6 +199,7 @@ class FileStore(KeySpaceStore):
 
     @property
     def world_size(self) -> int:
+        """The number of processes the store was created for, as given (torch's `world_size`)."""
         return self._world_size
 
     def __repr__(self) -> str:

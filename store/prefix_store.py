@@ -42,10 +42,12 @@ class PrefixStore(Store):
 
     @property
     def underlying_store(self) -> Store:
+        """The store this one writes to, each key under the prefix."""
         return self._store
 
     @property
     def prefix(self) -> str:
+        """The prefix put before every key (with a ``/`` between)."""
         return self._prefix
 
     @property

@@ -20,6 +20,12 @@ CHUNK_BYTES = 4 << 20
 
 
 class ReduceOp(enum.Enum):
+    """How a reduction combines the ranks' arrays, elementwise: torch's `ReduceOp` names.
+
+    AVG is the sum divided by the number of ranks and needs a floating dtype; every
+    op needs a numeric dtype (TypeError otherwise).
+    """
+
     SUM = "sum"
     PRODUCT = "product"
     MIN = "min"

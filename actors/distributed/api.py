@@ -31,14 +31,21 @@ def get_rank(group: Group = None) -> int:
 
 
 def get_world_size(group: Group = None) -> int:
+    """The number of ranks in `group` (the default group when None), as torch's."""
     return group_or_default(group).size
 
 
 def get_global_rank(group: ProcessGroup, group_rank: int) -> int:
+    """The global rank of `group`'s member number `group_rank`.
+
+    Raises IndexError when `group_rank` is not below the group's size.
+    """
     return group.ranks[group_rank]
 
 
 def get_group_rank(group: ProcessGroup, global_rank: int) -> int:
+    """The rank in `group` of the process with global rank `global_rank`; -1 if it is not a
+    member."""
     return group.ranks.index(global_rank) if global_rank in group.ranks else -1
 
 
@@ -46,6 +53,13 @@ def get_group_rank(group: ProcessGroup, global_rank: int) -> int:
 
 def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Group = None,
                async_op: bool = False) -> Optional[Work]:
+    """Reduce `tensor` over every rank of `group` with `op`, leaving the result in place on each.
+
+    The arrays must have the same shape and dtype on every rank (a rank that sees a
+    different call raises `CollectiveMismatchError` naming both). Returns a `Work` with
+    ``async_op=True``, else None once the result is in `tensor`; a rank lost on the way
+    raises `RankLostError`.
+    """
     array = _array(tensor)
     check_op(op, array.dtype)
 
@@ -57,6 +71,11 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Group = None,
 
 def broadcast(tensor: Any, src: int, group: Group = None, async_op: bool = False
               ) -> Optional[Work]:
+    """Copy `tensor` of global rank `src` into `tensor` on every other rank of `group`, in place.
+
+    Returns a `Work` with ``async_op=True``, else None. ValueError when `src` is not a
+    member of the group.
+    """
     array = _array(tensor)
     pg = group_or_default(group)
     root = _group_rank(pg, src, "src")
@@ -71,6 +90,11 @@ def broadcast(tensor: Any, src: int, group: Group = None, async_op: bool = False
 
 def reduce(tensor: Any, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group = None,
            async_op: bool = False) -> Optional[Work]:
+    """Reduce `tensor` over `group` with `op` into `tensor` on global rank `dst` only.
+
+    The other ranks' arrays are left as they were (torch leaves them undefined).
+    Returns a `Work` with ``async_op=True``, else None.
+    """
     array = _array(tensor)
     check_op(op, array.dtype)
     pg = group_or_default(group)
@@ -86,6 +110,11 @@ def reduce(tensor: Any, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group = No
 
 def all_gather(tensor_list: List[Any], tensor: Any, group: Group = None,
                async_op: bool = False) -> Optional[Work]:
+    """Fill `tensor_list` on every rank with every rank's `tensor`, in group rank order.
+
+    `tensor_list` holds one array per rank of the group, each of `tensor`'s shape and
+    dtype (ValueError otherwise). Returns a `Work` with ``async_op=True``, else None.
+    """
     array = _array(tensor)
     pg = group_or_default(group)
     outputs = _arrays(tensor_list, pg.size, "tensor_list", like=array)
@@ -98,6 +127,11 @@ def all_gather(tensor_list: List[Any], tensor: Any, group: Group = None,
 
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group = None,
                            async_op: bool = False) -> Optional[Work]:
+    """`all_gather` into one array: `output_tensor` holds the group's inputs one after the other.
+
+    `output_tensor` must have `input_tensor`'s dtype and world-size times its elements
+    (ValueError otherwise). Returns a `Work` with ``async_op=True``, else None.
+    """
     array, out = _array(input_tensor), _array(output_tensor)
     pg = group_or_default(group)
     if out.size != array.size * pg.size or out.dtype != array.dtype:
@@ -112,6 +146,12 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group =
 
 def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
            group: Group = None, async_op: bool = False) -> Optional[Work]:
+    """Collect every rank's `tensor` into `gather_list` on global rank `dst`, in group rank order.
+
+    `gather_list` is read on `dst` only (one array per rank, of `tensor`'s shape and
+    dtype) and ignored on the others, which may pass None as in torch. Returns a `Work`
+    with ``async_op=True``, else None.
+    """
     array, pg, root, outputs = _rooted(tensor, group, dst, "dst", gather_list, "gather_list")
 
     def body(call: Call) -> None:
@@ -125,6 +165,12 @@ def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
 
 def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
             group: Group = None, async_op: bool = False) -> Optional[Work]:
+    """Write piece i of `scatter_list` on global rank `src` into `tensor` on group rank i.
+
+    `scatter_list` is read on `src` only (one array per rank, of `tensor`'s shape and
+    dtype) and ignored on the others, which may pass None as in torch. Returns a `Work`
+    with ``async_op=True``, else None.
+    """
     array, pg, root, pieces = _rooted(tensor, group, src, "src", scatter_list, "scatter_list")
 
     def body(call: Call) -> None:
@@ -135,6 +181,11 @@ def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
 
 def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOp = ReduceOp.SUM,
                    group: Group = None, async_op: bool = False) -> Optional[Work]:
+    """Reduce `input_list` over `group` with `op`; group rank i receives the reduction of piece i.
+
+    `input_list` holds one array per rank, each of `output`'s shape and dtype. The
+    result is written into `output`. Returns a `Work` with ``async_op=True``, else None.
+    """
     out = _array(output)
     check_op(op, out.dtype)
     pg = group_or_default(group)
@@ -148,6 +199,11 @@ def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOp = ReduceOp.S
 
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,
                           group: Group = None, async_op: bool = False) -> Optional[Work]:
+    """`reduce_scatter` of one array: `input` is split into world-size pieces of `output`'s shape.
+
+    ValueError when `input` does not hold exactly world-size times `output`'s elements
+    of its dtype. Returns a `Work` with ``async_op=True``, else None.
+    """
     out, array = _array(output), _array(input)
     pg = group_or_default(group)
     if array.size != out.size * pg.size or out.dtype != array.dtype:
@@ -159,6 +215,12 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,
 
 def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
                group: Group = None, async_op: bool = False) -> Optional[Work]:
+    """Send piece j of `input_tensor_list` to group rank j; piece i received lands in
+    `output_tensor_list[i]`.
+
+    Both lists hold one array per rank; a received piece of another shape or dtype than
+    its output raises ValueError. Returns a `Work` with ``async_op=True``, else None.
+    """
     pg = group_or_default(group)
     inputs = _arrays(input_tensor_list, pg.size, "input_tensor_list")
     outputs = _arrays(output_tensor_list, pg.size, "output_tensor_list")
@@ -176,6 +238,11 @@ def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
 
 def barrier(group: Group = None, async_op: bool = False, device_ids: Any = None
             ) -> Optional[Work]:
+    """Wait until every rank of `group` has called `barrier`.
+
+    `device_ids` is accepted for torch's signature and ignored. Returns a `Work` with
+    ``async_op=True``, else None; a lost rank raises `RankLostError`.
+    """
     return _run(group, ("barrier",), collectives.barrier, async_op)
 
 
@@ -221,6 +288,11 @@ def monitored_barrier(group: Group = None, timeout: Any = None,
 # ---- objects ---------------------------------------------------------------------------
 
 def all_gather_object(object_list: List[Any], obj: Any, group: Group = None) -> None:
+    """Fill `object_list` on every rank with every rank's `obj`, pickled with cloudpickle.
+
+    `object_list` must have one entry per rank of the group (ValueError otherwise); its
+    entries are replaced in group rank order.
+    """
     pg = group_or_default(group)
     if len(object_list) != pg.size:
         raise ValueError(f"object_list must have {pg.size} entries, got {len(object_list)}")
@@ -234,6 +306,12 @@ def all_gather_object(object_list: List[Any], obj: Any, group: Group = None) -> 
 
 def broadcast_object_list(object_list: List[Any], src: int = 0, group: Group = None,
                           device: Any = None) -> None:
+    """Replace the entries of `object_list` on every rank with those of global rank `src`.
+
+    The objects travel pickled with cloudpickle; the lists must have the same length on
+    every rank (ValueError otherwise). `device` is accepted for torch's signature and
+    ignored.
+    """
     pg = group_or_default(group)
     root = _group_rank(pg, src, "src")
     blob = cloudpickle.dumps(list(object_list)) if pg.rank == root else None
@@ -283,6 +361,10 @@ def recv(tensor: Any, src: Optional[int] = None, group: Group = None, tag: int =
 
 
 def isend(tensor: Any, dst: int, group: Group = None, tag: int = 0) -> Work:
+    """`send` that returns a `Work`: the message is handed over before it returns, as `send` does.
+
+    An error of the send is raised by the Work's `wait` or `result`, not by this call.
+    """
     from actors.runtime import Future
 
     future = Future()

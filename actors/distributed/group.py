@@ -43,19 +43,27 @@ class Work:
         return True
 
     def is_completed(self) -> bool:
+        """Whether the collective has finished, with or without an error; never blocks."""
         return self._future.done()
 
     def is_success(self) -> bool:
+        """Whether the collective has finished without an error; False while it runs."""
         return self._future.done() and self._future.exception() is None
 
     def exception(self) -> Optional[BaseException]:
+        """The collective's error once it has failed; None while it runs or after it succeeded."""
         return self._future.exception() if self._future.done() else None
 
     def result(self) -> Any:
+        """Wait for the collective and return its result (`irecv`: the sender's rank; else None).
+
+        Raises the collective's error.
+        """
         self.wait()
         return self._future.value()
 
     def get_future(self) -> Future:
+        """The `Future` that completes with the collective, for `then` and `add_done_callback`."""
         return self._future
 
 

@@ -199,4 +199,6 @@ def group_or_default(group: Optional[ProcessGroup]) -> ProcessGroup:
 
 
 def is_initialized() -> bool:
+    """Whether this process has a default process group (`init_process_group` ran, not yet
+    destroyed)."""
     return _world is not None

@@ -83,6 +83,7 @@ def register_hook(name: str, hook: RpcHook) -> None:
 
 
 def unregister_hook(name: str) -> None:
+    """Remove the hook registered under `name`; nothing happens when there is none."""
     _hooks[:] = [(n, h) for n, h in _hooks if n != name]
     _names.discard(name)
 

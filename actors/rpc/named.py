@@ -98,6 +98,7 @@ class ExposedClient:
                                   self.timeout, json=True)
 
     def close(self) -> None:
+        """Close the client's connections; later calls raise `ActorStoppedError`."""
         self._channel.close()
 
     def __enter__(self) -> "ExposedClient":

@@ -14,6 +14,12 @@ from store.base import to_seconds
 
 
 class BackendType(enum.Enum):
+    """torch's RPC backend names, for ``init_rpc(backend=...)``.
+
+    TENSORPIPE, the one there is, names our actors' transport; any other backend
+    raises ValueError.
+    """
+
     TENSORPIPE = "TENSORPIPE"
 
 

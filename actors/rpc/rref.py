@@ -47,12 +47,15 @@ class RRef:
         return self._owner_ref
 
     def owner(self) -> WorkerInfo:
+        """The `WorkerInfo` of the worker that holds the value."""
         return self._owner
 
     def owner_name(self) -> str:
+        """The name of the worker that holds the value."""
         return self._owner.name
 
     def is_owner(self) -> bool:
+        """Whether this process holds the value (then `local_value` works)."""
         return self._owner.id == self._agent.rank
 
     def confirmed(self) -> Future:

@@ -10,6 +10,7 @@ from typing import Optional
 from store.base import Timeout, to_seconds
 
 UNSET_RPC_TIMEOUT = -1.0
+"""The `timeout` that means "the world's default, set at `init_rpc`" (torch's, -1)."""
 
 
 def call_timeout(timeout: Optional[Timeout]) -> Optional[float]:

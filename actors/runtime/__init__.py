@@ -2,6 +2,7 @@
 
 This layer imports nothing from `store`, `engine` or the rpc services. Its parts:
 
+```text
 ==================  ==========================================================================
 ``actor.py``        `ActorCore` / `Actor`: handlers by kind, requests and their futures
 ``errors.py``       the runtime's exceptions
@@ -15,6 +16,7 @@ This layer imports nothing from `store`, `engine` or the rpc services. Its parts
                     blocking hand-off, request deadlines, the thread registry
 ``process/``        logs, allocator and BLAS tuning, the exit flush
 ==================  ==========================================================================
+```
 
 **Timeouts.** Everywhere in the runtime a timeout is None (wait without limit) or
 seconds from now; 0 or less has already passed. The rpc layer maps torch's 0 ("no
@@ -22,6 +24,7 @@ timeout") to None at its boundary.
 
 **Sockets.** Every process has one ZeroMQ context (`io/context.py`). Who owns each socket:
 
+```text
 =====================  ==========================  ======================  =====================
 socket                 owner (module)              who sends               who receives
 =====================  ==========================  ======================  =====================
@@ -46,6 +49,7 @@ attached socket        I/O thread                  I/O thread (handlers    I/O t
 ZAP handler's socket   pyzmq's authenticator       its thread              its thread
                        thread (io/security.py)
 =====================  ==========================  ======================  =====================
+```
 
 **Peers.** What an actor knows of the peers it sends to lives in one `PeerTable`
 (`io/peers.py`), on the I/O thread: each connection's state and why a peer was lost,
@@ -64,6 +68,7 @@ block.
 I/O threads included); raw pyzmq, a DEALER in one process and a ROUTER echo loop in
 another, takes 6 for a round trip. docs/PERFORMANCE.md has the µs per hop measured.
 
+```text
 ==========================  ====  =============================================================
 path                        hops  how
 ==========================  ====  =============================================================
@@ -80,6 +85,7 @@ store op (TCPStore)         6     as ``rpc_sync``: the client's `Channel`, handl
 store wake-up               6     the setter's op is handled by the server's I/O thread, which
 (set → waiting ``wait``)          answers the waiter's pending request in the same step
 ==========================  ====  =============================================================
+```
 
 **Threads.** Every thread the project starts goes through
 `concurrency.threads.start_thread` (or `new_thread`), and `running_threads()` lists
@@ -88,6 +94,7 @@ a loop to join runs as a timer of that loop, not on a thread of its own: the
 dist-autograd release flush is a timer of the RPC worker's I/O loop
 (`actors.run_on_pool_later`).
 
+```text
 ==============================  =====================================  ==========================
 thread name                     owner                                  purpose
 ==============================  =====================================  ==========================
@@ -116,6 +123,7 @@ thread name                     owner                                  purpose
 pyzmq's ZAP thread              actors.runtime.io.security (started    with CURVE: answers ZAP
                                 by pyzmq, `register_foreign`)          requests
 ==============================  =====================================  ==========================
+```
 
 Not in the registry, as the project neither starts nor stops them: libzmq's I/O and
 reaper threads of the one context (not Python threads), and pyzmq's garbage

@@ -102,10 +102,13 @@ class ActorCore:
 
     @property
     def address(self) -> Optional[str]:
+        """The mailbox's bound address (``tcp://127.0.0.1:PORT`` with the port picked); None without
+        one."""
         return None if self._router is None else self._router.address
 
     @property
     def port(self) -> Optional[int]:
+        """The mailbox's TCP port; None without a mailbox or on a non-TCP address."""
         address = self.address
         if address is None or not address.startswith("tcp://"):
             return None
@@ -113,13 +116,16 @@ class ActorCore:
 
     @property
     def pool(self) -> WorkerPool:
+        """The worker threads that run this actor's handlers (not inline ones)."""
         return self._pool
 
     @property
     def started(self) -> bool:
+        """Whether `start` has run."""
         return self._started
 
     def start(self) -> None:
+        """Start the I/O thread and the worker threads: from here on the actor serves requests."""
         self._mailbox.start()
         self._pool.start()  # with workers_receive, its threads read the router
         self._started = True
@@ -271,6 +277,9 @@ class ActorCore:
         self._mailbox.watch(sock, events, on_ready)
 
     def in_io_thread(self) -> bool:
+        """Whether the calling thread is this actor's I/O thread (where inline handlers and
+        reply callbacks run, and nothing may block).
+        """
         return self._mailbox.in_io_thread()
 
     # ---- outgoing -----------------------------------------------------------------
@@ -547,6 +556,8 @@ class Actor:
         self._finalizer.atexit = False  # at exit the process takes its sockets along
 
     def start(self) -> "Actor":
+        """Start the actor (see `ActorCore.start`); returns the actor, for
+        ``Actor(...).start()``."""
         self.core.start()
         return self
 

@@ -112,10 +112,22 @@ class Function:
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: Any) -> Union[np.ndarray, Tuple[np.ndarray, ...]]:
+        """Compute the outputs from the arguments' arrays; override it (a static method).
+
+        `ctx` carries what backward needs (`FunctionCtx`); each Tensor argument arrives as
+        its ndarray, others unchanged. Return an ndarray or a tuple of them; `apply` wraps
+        them in Tensors.
+        """
         raise NotImplementedError
 
     @staticmethod
     def backward(ctx: FunctionCtx, *grads: np.ndarray) -> Any:
+        """Return the gradients of the inputs from those of the outputs; override it (a static
+        method).
+
+        One gradient arrives per output (zeros for an output that got none); return one
+        ndarray or None per forward argument, as torch's `Function.backward` does.
+        """
         raise NotImplementedError
 
     @classmethod

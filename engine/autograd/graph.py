@@ -25,7 +25,9 @@ from typing import Any, List, Optional, Sequence, Tuple
 import numpy as np
 
 Edge = Tuple[Optional["Node"], int]
+"""Where a gradient goes: (the node that takes it, which of its inputs); torch's edge."""
 NO_EDGE: Edge = (None, 0)
+"""The edge of an input that takes no gradient (a constant, or a tensor not requiring grad)."""
 
 
 class _Freed:
@@ -38,6 +40,7 @@ class _Freed:
 
 
 FREED = _Freed()
+"""Stands in for a node's saved state once a backward without ``retain_graph`` released it."""
 
 
 def gradient_edge(tensor: Any) -> Edge:

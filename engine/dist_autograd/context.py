@@ -183,3 +183,4 @@ class _Using:
 
 
 container = ContextContainer()
+"""This worker's distributed autograd contexts (torch keeps the same in its C++ container)."""

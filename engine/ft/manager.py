@@ -101,9 +101,13 @@ class Manager:
     # ---- what the wrappers register -------------------------------------------------
 
     def register_module(self, module: Any) -> None:
+        """Make `module`'s ``state_dict`` part of what a newcomer receives
+        (`DistributedDataParallel` calls it)."""
         self._module = module
 
     def register_optimizer(self, optimizer: Any) -> None:
+        """Make `optimizer`'s ``state_dict`` part of what a newcomer receives (`OptimizerWrapper`
+        calls it)."""
         self._optimizer = optimizer
 
     # ---- the step ----------------------------------------------------------------------
@@ -196,6 +200,9 @@ class Manager:
         return 0 if step_plan is None else step_plan.participants
 
     def is_participating(self) -> bool:
+        """Whether this member contributes gradients to this step: False while it receives the
+        state (healing) or without a quorum. Waits for the step's quorum.
+        """
         step_plan = self.wait_quorum()
         return step_plan is not None and not step_plan.healing
 

@@ -23,6 +23,7 @@ class OptimizerWrapper:
 
     @property
     def param_groups(self) -> list:
+        """The wrapped optimizer's parameter groups (so learning-rate schedules work unchanged)."""
         return self.optimizer.param_groups
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -38,7 +39,9 @@ class OptimizerWrapper:
         return True
 
     def state_dict(self) -> Dict[str, Any]:
+        """The wrapped optimizer's state, as its ``state_dict`` returns it."""
         return self.optimizer.state_dict()
 
     def load_state_dict(self, state_dict: Dict[str, Any]) -> None:
+        """Load `state_dict` into the wrapped optimizer."""
         self.optimizer.load_state_dict(state_dict)

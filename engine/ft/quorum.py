@@ -49,10 +49,12 @@ class Plan:
 
     @property
     def healing(self) -> bool:
+        """Whether this member is behind and receives the state from `heal_from` this step."""
         return self.heal_from is not None
 
     @property
     def size(self) -> int:
+        """The number of members in this step's group."""
         return len(self.members)
 
 

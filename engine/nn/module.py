@@ -19,6 +19,12 @@ from engine.tensor import Tensor
 
 
 class IncompatibleKeys(NamedTuple):
+    """What ``load_state_dict(strict=False)`` did not match (torch's ``IncompatibleKeys``).
+
+    `missing_keys`: parameters the state lacked; `unexpected_keys`: state entries that
+    name no parameter.
+    """
+
     missing_keys: List[str]
     unexpected_keys: List[str]
 
@@ -34,6 +40,7 @@ class Module:
         object.__setattr__(self, "training", True)
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The module's computation, which calling the module runs; every subclass overrides it."""
         raise NotImplementedError(f"{type(self).__name__} does not define forward")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -72,9 +79,11 @@ class Module:
 
     # -- traversal ------------------------------------------------------------------
     def named_children(self) -> Iterator[Tuple[str, "Module"]]:
+        """(name, module) for each direct child, in registration order."""
         yield from self._modules.items()
 
     def children(self) -> Iterator["Module"]:
+        """Each direct child module, in registration order."""
         for _, module in self.named_children():
             yield module
 
@@ -92,6 +101,7 @@ class Module:
             stack.extend(reversed(children))
 
     def modules(self) -> Iterator["Module"]:
+        """This module and every descendant, each once, depth first."""
         for _, module in self.named_modules():
             yield module
 
@@ -107,6 +117,8 @@ class Module:
                     yield (f"{module_name}.{name}" if module_name else name), param
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
+        """Every parameter, each once, in registration order (with `recurse`, the descendants'
+        too)."""
         for _, param in self.named_parameters(recurse=recurse):
             yield param
 
@@ -118,6 +130,8 @@ class Module:
         return self
 
     def eval(self) -> "Module":
+        """Switch to evaluation mode (``train(False)``: Dropout becomes the identity); returns the
+        module."""
         return self.train(False)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
@@ -159,6 +173,8 @@ class Module:
 
     # -- display --------------------------------------------------------------------
     def extra_repr(self) -> str:
+        """The text inside the parentheses of the module's repr, such as a layer's sizes; empty by
+        default."""
         return ""
 
     def __repr__(self) -> str:

@@ -37,6 +37,8 @@ from engine.nn.module import Module
 from engine.nn.parameter import Parameter
 from engine.tensor import Tensor
 
+__all__ = ["DistributedDataParallel", "UnfinishedReductionError"]
+
 _HINT = ("This error indicates that your module has parameters that were not used in "
          "producing loss. You can enable unused parameter detection by passing the keyword "
          "argument `find_unused_parameters=True` to `DistributedDataParallel`, and by making "

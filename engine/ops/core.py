@@ -34,10 +34,21 @@ class Op:
 
     @staticmethod
     def forward(*args: Any) -> Tuple[np.ndarray, Any]:
+        """Compute the output from plain arrays; return ``(out, saved)``, `saved` being what
+        backward needs.
+
+        Array inputs come first, then the op's parameters; an n-ary op gets its arrays as
+        one list. Keep references in `saved`, not copies.
+        """
         raise NotImplementedError
 
     @staticmethod
     def backward(saved: Any, grad: np.ndarray, needs: Tuple[bool, ...]) -> tuple:
+        """One gradient (or None) per array input from the output's gradient `grad`.
+
+        Each gradient has its input's shape; ``needs[i]`` says whether input i wants one.
+        `grad` must not be modified.
+        """
         raise NotImplementedError
 
 

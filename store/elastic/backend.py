@@ -64,6 +64,7 @@ class StoreRendezvousBackend(RendezvousBackend):
 
     @property
     def store(self) -> Store:
+        """The store that holds the rendezvous state."""
         return self._store
 
     def get_state(self) -> Optional[Tuple[bytes, Token]]:

@@ -43,6 +43,7 @@ class EtcdRendezvousBackend(RendezvousBackend):
 
     @property
     def store(self) -> "EtcdStore":  # noqa: F821
+        """The etcd store that holds the rendezvous state."""
         return self._store
 
     def get_state(self) -> Optional[Tuple[bytes, Token]]:

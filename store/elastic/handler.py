@@ -99,16 +99,21 @@ class DynamicRendezvousHandler:
 
     @property
     def settings(self) -> RendezvousSettings:
+        """The rendezvous settings: run id, node bounds, timeouts and keep-alive interval."""
         return self._settings
 
     @property
     def node(self) -> NodeDesc:
+        """This node's identity in the rendezvous state (host address, process id, local id)."""
         return self._node
 
     def get_backend(self) -> str:
+        """The name of the backend the state is kept in (``c10d``, ``etcd``, ...), as torch's
+        handlers."""
         return self._backend_name
 
     def get_run_id(self) -> str:
+        """The run id that every node of this job passes."""
         return self._settings.run_id
 
     def next_rendezvous(self) -> RendezvousInfo:
@@ -134,6 +139,8 @@ class DynamicRendezvousHandler:
         return RendezvousInfo(store, rank, world_size, bootstrap)
 
     def is_closed(self) -> bool:
+        """Whether the rendezvous is closed (read from the shared state, so another node's close
+        counts)."""
         return self._query().closed
 
     def set_closed(self) -> None:

@@ -57,18 +57,23 @@ class RendezvousInfo:
 
     @property
     def store(self) -> Store:
+        """The round's store, shared by every node of the round (keys under the round's prefix)."""
         return self._store
 
     @property
     def rank(self) -> int:
+        """This node's rank in the round."""
         return self._rank
 
     @property
     def world_size(self) -> int:
+        """The number of nodes in the round."""
         return self._world_size
 
     @property
     def bootstrap_store_info(self) -> RendezvousStoreInfo:
+        """Where the job's store server listens (`RendezvousStoreInfo`), read from the round store
+        on first use."""
         if self._bootstrap_store_info is None:
             self._bootstrap_store_info = RendezvousStoreInfo.build(self._rank, self._store, None)
         return self._bootstrap_store_info

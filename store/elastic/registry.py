@@ -61,6 +61,7 @@ class RendezvousParameters:
         self.config: Dict[str, Any] = kwargs
 
     def get(self, key: str, default: Any = None) -> Any:
+        """The backend option `key` (from ``--rdzv-conf`` or keyword arguments), or `default`."""
         return self.config.get(key, default)
 
     def get_as_bool(self, key: str, default: Optional[bool] = None) -> Optional[bool]:
@@ -76,6 +77,8 @@ class RendezvousParameters:
         raise ValueError(f"the rendezvous option {key!r} is not a boolean: {value!r}")
 
     def get_as_int(self, key: str, default: Optional[int] = None) -> Optional[int]:
+        """The option `key` as an int, or `default` when absent; ValueError when it is not an
+        integer."""
         value = self.get(key, default)
         if value is None:
             return None
@@ -125,6 +128,8 @@ class RendezvousHandlerRegistry:
 
 
 rendezvous_handler_registry = RendezvousHandlerRegistry()
+"""The registry the launcher builds its handler from: `c10d` (alias `store`), `static`,
+`etcd` and `etcd-v2`, as torch's `rendezvous_handler_registry`."""
 
 
 def get_rendezvous_handler(params: RendezvousParameters) -> RendezvousHandler:

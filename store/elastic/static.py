@@ -35,9 +35,11 @@ class StaticRendezvousHandler:
         self._round = 0
 
     def get_backend(self) -> str:
+        """``"static"``, the name of this handler's backend."""
         return "static"
 
     def get_run_id(self) -> str:
+        """The run id that every node of this job passes."""
         return self._run_id
 
     def next_rendezvous(self) -> RendezvousInfo:
@@ -59,9 +61,12 @@ class StaticRendezvousHandler:
         return RendezvousInfo(round_store, self._rank, self._world_size, bootstrap)
 
     def is_closed(self) -> bool:
+        """Whether some node closed the rendezvous (then the next round raises
+        RendezvousClosedError)."""
         return self._store.check(["closed"])
 
     def set_closed(self) -> None:
+        """Close the rendezvous for every node: their next round raises RendezvousClosedError."""
         self._store.set("closed", b"1")
 
     def num_nodes_waiting(self) -> int:
@@ -69,4 +74,5 @@ class StaticRendezvousHandler:
         return 0
 
     def shutdown(self) -> bool:
+        """Nothing to stop (no keep-alives); True, as torch's handlers return on success."""
         return True

@@ -37,12 +37,22 @@ class Future:
         self._event: Optional[threading.Event] = None
 
     def done(self) -> bool:
+        """Whether the future has a result or an error; never blocks."""
         return self._callbacks is None
 
     def set_result(self, result: Any) -> None:
+        """Complete the future with `result`, running its callbacks on this thread.
+
+        InvalidStateError if it is already complete.
+        """
         self._complete(result, None)
 
     def set_exception(self, exception: BaseException) -> None:
+        """Complete the future with `exception`, which `wait` and `value` then raise.
+
+        Callbacks run on this thread. TypeError unless `exception` is an exception;
+        InvalidStateError if the future is already complete.
+        """
         if not isinstance(exception, BaseException):
             raise TypeError(f"set_exception needs an exception, got {type(exception).__name__}")
         self._complete(None, exception)

@@ -38,6 +38,7 @@ class WorkerPool:
         self._stopped = False
 
     def start(self) -> None:
+        """Start the pool's threads; work submitted before waits in the queue until then."""
         self._started = True
         with self._live_lock:
             self._live = len(self._threads)
@@ -46,9 +47,14 @@ class WorkerPool:
 
     @property
     def num_threads(self) -> int:
+        """How many threads run the submitted work."""
         return len(self._threads)
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue ``fn(*args)`` for the pool's threads; queued calls start in submission order.
+
+        ActorStoppedError once the pool is stopped.
+        """
         if self._stopped:
             raise ActorStoppedError("worker pool is stopped")
         self._queue.put((fn, args))

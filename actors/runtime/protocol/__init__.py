@@ -25,12 +25,15 @@ from ..errors import ProtocolError
 
 MAGIC = b"AG"
 PROTOCOL_VERSION = 1
+"""The version byte every message header carries (the layout: above, and docs/PROTOCOL.md)."""
 HEADER = struct.Struct("<2sBBHHQ")
 HEADER_SIZE = HEADER.size
 MAX_BUFFERS = 0xFFFF
 
 
 class Flag(enum.IntFlag):
+    """The header's flag bits: what a message is besides its kind (reply, error, JSON, ...)."""
+
     NONE = 0
     RESPONSE = 0x01  # answers the request with the same req_id
     ERROR = 0x02  # with RESPONSE: the body describes an error

@@ -30,10 +30,12 @@ class Message:
 
     @property
     def json(self) -> bool:
+        """Whether the body travelled in the JSON codec (a reply goes back in the same codec)."""
         return bool(self.flags & JSON)
 
     @property
     def oneway(self) -> bool:
+        """Whether the sender expects no reply."""
         return bool(self.flags & ONEWAY)
 
     def __repr__(self) -> str:
