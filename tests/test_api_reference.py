@@ -28,6 +28,7 @@ def _api_reference():
     return sys.modules[name]
 
 
+@pytest.mark.slow
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
     site = tmp_path / "site"
     result = subprocess.run(

@@ -25,6 +25,7 @@ def test_every_block_says_what_it_is():
     assert not unmarked, f"blocks without a language or a fragment mark: {unmarked}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", RUN, ids=[block.id for block in RUN])
 def test_a_block_runs_as_written(tmp_path, block):
     name, text, command = block.script({port: str(free_port()) for port in DOC_PORTS})

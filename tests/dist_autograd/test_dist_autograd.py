@@ -16,6 +16,7 @@ pytestmark = pytest.mark.timeout(90)
 
 
 
+@pytest.mark.slow
 def test_the_design_note_example_gets_its_closed_form_gradients(world3):
     with dist_autograd.context() as context_id:
         t1 = engine.rand(3, 3, requires_grad=True)

@@ -20,6 +20,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_during_backward_makes_backward_raise_promptly():
     import engine.dist_autograd  # noqa: F401
 
@@ -43,6 +44,7 @@ def test_a_worker_that_dies_during_backward_makes_backward_raise_promptly():
 
 
 
+@pytest.mark.slow
 def test_survivors_drop_the_contexts_of_a_creator_that_died():
     with rpc_world(3) as procs:
         actors.rpc_sync("worker1", workers.start_context_towards, args=("worker2",))
@@ -63,6 +65,7 @@ def _loss(params, x):
     (optim.Adam, {"lr": 0.05, "weight_decay": 0.01}),
     (optim.AdamW, {"lr": 0.05, "weight_decay": 0.1}),
 ])
+@pytest.mark.slow
 def test_distributed_optimizer_updates_equal_a_local_optimizers(optimizer_class, kwargs):
     import engine.dist_autograd  # noqa: F401
 

@@ -42,6 +42,7 @@ def assert_same(got: dict, want: dict, seed: int, program: tuple) -> None:
                                        err_msg=f"graph {seed}, {label}: {program}")
 
 
+@pytest.mark.slow
 def test_smart_mode_matches_local_autograd_and_fast_mode_is_right_or_raises(world3):
     fast_refused = 0
     for seed in range(GRAPHS):

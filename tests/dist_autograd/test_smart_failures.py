@@ -16,6 +16,7 @@ pytestmark = pytest.mark.timeout(60)
 HEARTBEAT_TIMEOUT = 3.0  # the RPC world's default
 
 
+@pytest.mark.slow
 def test_a_dead_worker_fails_the_pass_only_if_it_holds_a_live_send():
     """Context 1: ∂(a + b)/∂(a, b) = (1, 1), with b·c computed on worker2 and unused.
     Context 2: Σ(2x) computed on worker2, which the pass then needs."""

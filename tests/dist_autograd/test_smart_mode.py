@@ -65,6 +65,7 @@ def issue_example(remote, a, b, c):
     return [d.sum(), e.sum()]
 
 
+@pytest.mark.slow
 def test_an_unused_rpc_output_leaves_smart_right_and_fast_raising(world3):
     """∂(a + b)/∂(a, b, c) at (2, 3, 4) = (1, 1, absent); e = b * c is not used."""
     got = dist_grads(issue_example, (2.0, 3.0, 4.0), "smart")

@@ -19,6 +19,7 @@ def _every_join_failed_at_once(outcomes, *needles):
         assert seconds < SEEN_AT_ONCE, (index, seconds)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["rpc", "pg"])
 def test_ranks_that_disagree_on_the_world_size_all_fail_naming_both_sizes(kind):
     names = ["a", "b"] if kind == "rpc" else [None, None]
@@ -28,17 +29,20 @@ def test_ranks_that_disagree_on_the_world_size_all_fail_naming_both_sizes(kind):
                                "rank 0", "rank 1")
 
 
+@pytest.mark.slow
 def test_a_worker_name_used_twice_fails_on_every_worker_naming_it_and_both_ranks():
     outcomes = join_all("rpc", [(0, 2, "twin"), (1, 2, "twin")], JOIN_TIMEOUT, REPORTS_WITHIN)
     _every_join_failed_at_once(outcomes, "duplicate worker name 'twin'", "rank 0", "rank 1")
 
 
+@pytest.mark.slow
 def test_a_rank_claimed_twice_in_a_process_group_fails_on_every_rank():
     outcomes = join_all("pg", [(0, 3, None), (1, 3, None), (1, 3, None)], JOIN_TIMEOUT,
                         REPORTS_WITHIN)
     _every_join_failed_at_once(outcomes, "rank 1 is claimed twice", "pid")
 
 
+@pytest.mark.slow
 def test_ranks_that_agree_still_join():
     outcomes = join_all("pg", [(0, 2, None), (1, 2, None)], JOIN_TIMEOUT, REPORTS_WITHIN)
     assert [outcome for outcome, _ in outcomes] == ["joined", "joined"]
@@ -61,6 +65,7 @@ def _form_groups(ports, rank, results):
     results.put((rank, len(ports), sums))
 
 
+@pytest.mark.slow
 def test_a_process_that_formed_a_group_before_forms_another_with_a_newly_started_peer():
     from tests.joining import ctx
     from tests.net import free_port

@@ -25,6 +25,7 @@ def reduce_all(op, arrays):
     (2, "1"), pytest.param(3, "1", marks=pytest.mark.slow),
     pytest.param(4, "1", marks=pytest.mark.slow), (2, "0"),
     pytest.param(4, "0", marks=pytest.mark.slow)])
+@pytest.mark.slow
 def test_every_collective_matches_numpy_and_every_rank_ends_bit_identical(
         world, shared_memory, monkeypatch):
     """With shared memory between the ranks of one host, and without, as across hosts
@@ -81,6 +82,7 @@ def test_every_collective_matches_numpy_and_every_rank_ends_bit_identical(
             [rank * 2:rank * 2 + 2])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("world", [2, 3])
 def test_tagged_sends_stay_apart_and_recv_from_anyone_returns_the_sender(world):
     results = run_ranks(world, scenarios.point_to_point)
@@ -91,6 +93,7 @@ def test_tagged_sends_stay_apart_and_recv_from_anyone_returns_the_sender(world):
     assert results[0][1] == [(r, r) for r in range(1, world)]
 
 
+@pytest.mark.slow
 def test_a_subgroup_reduces_among_its_members_and_refuses_the_others():
     results = run_ranks(4, scenarios.subgroup)
     assert [r[0] for r in results] == [0, -1, 1, -1]
@@ -106,6 +109,7 @@ def test_an_engine_tensor_is_reduced_in_its_data():
         np.testing.assert_array_equal(data, np.full(3, 1.5, np.float32))
 
 
+@pytest.mark.slow
 def test_a_group_started_as_the_launcher_starts_workers_lives_beside_an_rpc_world():
     results = run_ranks(2, scenarios.beside_rpc, init="env")
     assert [called for called, _ in results] == [0, 10]
@@ -113,6 +117,7 @@ def test_a_group_started_as_the_launcher_starts_workers_lives_beside_an_rpc_worl
         np.testing.assert_array_equal(array, [1.0, 1.0])
 
 
+@pytest.mark.slow
 def test_groups_form_again_and_again_on_a_store_the_ranks_pass_in(tmp_path):
     results = run_ranks(2, scenarios.explicit_store, str(tmp_path / "store"))
     for array in results:

@@ -30,6 +30,7 @@ def single_process(world):
     (3, 0.0005, False),  # a bucket per parameter or two: several all-reduces overlap backward
     (2, 0.0005, True),  # half of every step's gradient accumulated under no_sync()
 ])
+@pytest.mark.slow
 def test_ddp_trains_like_one_process_on_the_whole_batch_and_ranks_stay_identical(
         world, bucket_cap_mb, accumulate):
     results = run_ranks(world, scenarios.ddp_train, STEPS, PER_RANK, bucket_cap_mb, accumulate,

@@ -31,6 +31,7 @@ def _first_step_grads(rank, world, extra_on):
     return {name: p.grad for name, p in model.named_parameters()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("extra_on", ["nowhere", "rank0"])
 def test_an_unused_parameter_is_an_error_on_every_rank_at_backward_naming_it(extra_on):
     results = run_ranks(2, sc.train_branchy, False, extra_on, timeout=RANKS_FINISH)
@@ -48,6 +49,7 @@ def test_an_unused_parameter_is_an_error_on_every_rank_at_backward_naming_it(ext
     _identical_across_ranks(results)  # a rank that goes on does not diverge
 
 
+@pytest.mark.slow
 def test_find_unused_parameters_keeps_a_grad_unused_everywhere_none_and_trains_the_rest():
     from engine import Tensor
     from engine.nn import functional as F
@@ -69,6 +71,7 @@ def test_find_unused_parameters_keeps_a_grad_unused_everywhere_none_and_trains_t
         np.testing.assert_allclose(results[0][1][name], param.data, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_find_unused_parameters_averages_a_parameter_used_on_one_rank_with_zeros():
     results = run_ranks(2, sc.train_branchy, True, "rank0", timeout=RANKS_FINISH)
     own = [_first_step_grads(rank, 2, "rank0") for rank in range(2)]

@@ -51,6 +51,7 @@ def _transport_address(port, rank):
         store.close()
 
 
+@pytest.mark.slow
 def test_a_forged_step_from_a_stranger_is_dropped_and_every_rank_sums_right(capfd):
     port, forged = free_port(), ctx.Event()
     with concurrent.futures.ThreadPoolExecutor(1) as pool:

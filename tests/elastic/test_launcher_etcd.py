@@ -25,6 +25,7 @@ def test_an_etcd_backend_without_an_etcd_endpoint_is_a_clear_error(args, capsys)
     assert "needs --rdzv-endpoint HOST[:PORT] of an etcd server" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["etcd", "etcd-v2"])
 def test_two_agents_form_one_world_through_etcd(tmp_path, agents, etcd_endpoint, backend):
     path = script(tmp_path, "world.py", """
@@ -42,6 +43,7 @@ def test_two_agents_form_one_world_through_etcd(tmp_path, agents, etcd_endpoint,
     assert ranks == [f"{rank} of 4" for rank in range(4)]
 
 
+@pytest.mark.slow
 def test_an_unreachable_etcd_fails_the_agent_with_a_clear_message(tmp_path, agents):
     from tests.net import free_port
 

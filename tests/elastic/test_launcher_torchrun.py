@@ -30,6 +30,7 @@ def envs_of(*agents_):
                   key=lambda env: int(env["RANK"]))
 
 
+@pytest.mark.slow
 def test_static_mode_runs_node_ranks_against_node_zeros_store_like_torchrun(tmp_path, agents):
     path = script(tmp_path, "env.py", ENV_SCRIPT)
     port = free_port()
@@ -58,6 +59,7 @@ def test_workers_get_torchruns_role_and_torchelastic_variables(tmp_path, agents)
              e["TORCHELASTIC_RUN_ID"]) for e in envs} == {("0", "2", "roles")}
 
 
+@pytest.mark.slow
 def test_omp_num_threads_is_one_per_worker_with_a_notice_only_when_that_changes_it(
         tmp_path, agents):
     path = script(tmp_path, "env.py", ENV_SCRIPT)
@@ -170,6 +172,7 @@ FAIL_ONCE_SCRIPT = """
     """
 
 
+@pytest.mark.slow
 def test_restart_policy_failed_restarts_only_the_failed_worker(tmp_path, agents):
     path = script(tmp_path, "fail_once.py", FAIL_ONCE_SCRIPT)
     agent = launch(agents, "--standalone", "--nproc-per-node", "3", "--restart-policy",

@@ -132,6 +132,7 @@ def test_an_address_of_any_interface_of_this_machine_is_this_machine(monkeypatch
     assert not registry._is_this_machine("192.0.2.1")  # TEST-NET-1, nobody's
 
 
+@pytest.mark.slow
 def test_a_client_with_no_host_to_reach_raises_the_connection_error_like_torch():
     params = RendezvousParameters("c10d", f"127.0.0.1:{free_port()}", "nohost", 1, 1,
                                   is_host=False, read_timeout=1)
@@ -190,6 +191,7 @@ def test_the_etcd_backends_keep_the_state_in_etcd_under_the_key_prefix(backend, 
         gc.collect()  # the store the registry made for it goes with it, and its lease
 
 
+@pytest.mark.slow
 def test_an_unreachable_etcd_is_the_connection_error_naming_it():
     port = free_port()
     with pytest.raises(RendezvousConnectionError, match=f"cannot reach etcd at 127.0.0.1:{port}"):

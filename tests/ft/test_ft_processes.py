@@ -107,6 +107,7 @@ def assert_consistent(j: Job) -> None:
         assert steps == sorted(steps), f"process {pid} went back: {steps}"
 
 
+@pytest.mark.slow
 def test_a_kill_during_the_all_reduce_fails_the_step_and_the_survivors_go_on_in_place():
     with job() as j:
         for r in "012":
@@ -124,6 +125,7 @@ def test_a_kill_during_the_all_reduce_fails_the_step_and_the_survivors_go_on_in_
         assert_consistent(j)
 
 
+@pytest.mark.slow
 def test_replaying_the_same_membership_history_from_the_same_seed_gives_the_same_parameters():
     finals = []
     for _ in range(2):
@@ -136,6 +138,7 @@ def test_replaying_the_same_membership_history_from_the_same_seed_gives_the_same
     assert finals[0] == finals[1]
 
 
+@pytest.mark.slow
 def test_a_restarted_replica_receives_the_state_and_takes_part_in_the_next_steps():
     with job() as j:
         for r in "012":
@@ -151,6 +154,7 @@ def test_a_restarted_replica_receives_the_state_and_takes_part_in_the_next_steps
         assert j.done["0"][3] == j.done["1"][3] == j.done["2"][3]
 
 
+@pytest.mark.slow
 def test_a_kill_during_the_state_transfer_makes_the_newcomer_retry_and_the_group_go_on():
     with job() as j:
         j.start("0", 2, 4, with_member="2", fault=("kill_in_transfer", None))
@@ -165,6 +169,7 @@ def test_a_kill_during_the_state_transfer_makes_the_newcomer_retry_and_the_group
         assert j.done["1"][3] == j.done["2"][3]
 
 
+@pytest.mark.slow
 def test_two_ranks_lost_in_one_step_leave_the_other_two_going():
     with job() as j:
         for r in "0123":
@@ -176,6 +181,7 @@ def test_two_ranks_lost_in_one_step_leave_the_other_two_going():
         assert_consistent(j)
 
 
+@pytest.mark.slow
 def test_the_last_member_goes_on_alone_with_min_replica_size_one_and_stops_committing_with_two():
     with job() as j:
         j.start("0", 2, 8, fault=None)
@@ -193,6 +199,7 @@ def test_the_last_member_goes_on_alone_with_min_replica_size_one_and_stops_commi
         assert j.done["0"][2] == 3
 
 
+@pytest.mark.slow
 def test_a_hung_rank_is_lost_after_the_timeout_and_the_others_go_on():
     with job() as j:
         for r in "012":

@@ -9,6 +9,7 @@ from tests.rpc.conftest import rpc_world
 pytestmark = pytest.mark.timeout(90)
 
 
+@pytest.mark.slow
 def test_a_chain_of_nested_calls_completes_with_one_worker_thread_everywhere():
     with rpc_world(3, threads=1):
         path = ["worker1", "worker2", "worker1", "worker2", "worker1"]

@@ -43,12 +43,14 @@ def test_a_call_to_a_worker_killed_before_this_worker_ever_reached_it_fails_prom
         assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
 
 
+@pytest.mark.slow
 def test_graceful_shutdown_finishes_outstanding_work_first():
     with rpc_world(2):
         slow = actors.rpc_async("worker1", workers.sleep_then, args=(0.5, "finished"))
     assert slow.done() and slow.wait(0) == "finished"
 
 
+@pytest.mark.slow
 def test_calls_after_shutdown_raise_a_clear_error_and_init_works_again():
     with rpc_world(2):
         assert actors.rpc_sync("worker1", workers.add, args=(1, 2)) == 3
@@ -98,6 +100,7 @@ def test_a_duplicate_name_is_an_error_that_names_it():
     assert messages and "duplicate worker name 'twin'" in messages[0]
 
 
+@pytest.mark.slow
 def test_a_world_that_does_not_assemble_in_time_names_the_missing_ranks():
     port = free_port()
     started = time.monotonic()

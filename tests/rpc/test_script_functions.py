@@ -24,6 +24,7 @@ def run_script(mode: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_callee_running_the_same_script_shares_its_module_state_like_torch():
     result = run_script("same")
     assert result["bumps"] == [1, 2, 3]          # torch: [1, 2, 3]; by value: [1, 1, 1]
@@ -33,6 +34,7 @@ def test_a_callee_running_the_same_script_shares_its_module_state_like_torch():
     assert result["guarded"] == [0, 2]           # defined under the main guard: by value
 
 
+@pytest.mark.slow
 def test_a_callee_running_another_program_gets_the_functions_by_value():
     result = run_script("other")
     assert result["bumps"] == [1, 1, 1] and result["tallies"] == [1, 1]

@@ -37,6 +37,7 @@ def _sender(address: str, count: int, ending: str = "exit") -> subprocess.Comple
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ending", ENDINGS)
 def test_one_way_messages_sent_just_before_a_normal_exit_or_a_stop_all_arrive(ending):
     received = []
@@ -60,6 +61,7 @@ def test_one_way_messages_sent_just_before_a_normal_exit_or_a_stop_all_arrive(en
             assert received == list(range(count))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ending", ENDINGS)
 def test_a_peer_that_never_answers_bounds_the_exit_or_stop_and_is_named_in_a_warning(ending):
     ctx = zmq.Context.instance()

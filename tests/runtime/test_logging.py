@@ -46,6 +46,7 @@ def test_ACTORGRAD_LOG_LEVEL_info_shows_the_lifecycle_events():
     assert "event='actor_started'" in output and "event='actor_stopped'" in output
 
 
+@pytest.mark.slow
 def test_the_launcher_tells_people_in_plain_lines_and_machines_in_its_log_dir(tmp_path):
     script = tmp_path / "worker.py"
     script.write_text("import actors\nactors.init_rpc()\nactors.shutdown()\nprint('done')\n")

@@ -135,6 +135,7 @@ def test_a_curve_client_is_refused_by_a_plain_server(tmp_path, keys):
         finally:
             client.stop()
 
+@pytest.mark.slow
 def test_a_launched_process_group_all_reduces_under_curve_dir(tmp_path, keys, agents):  # noqa: F811
     job, _ = keys
     path = script(tmp_path, "allreduce.py", """
@@ -171,6 +172,7 @@ def test_the_zap_handler_starts_with_the_first_server_and_stops_with_the_setting
     set_security(None)
     assert wait_until(lambda: _threads() <= before, 10), _threads() - before
 
+@pytest.mark.slow
 def test_the_keys_command_writes_an_authorised_pair_and_never_overwrites_it(tmp_path):
     directory = tmp_path / "keys"
     command = [sys.executable, "-m", "actors.keys", "generate", str(directory)]

@@ -19,6 +19,7 @@ pytestmark = pytest.mark.timeout(120)
 ctx = mp.get_context("spawn")
 
 
+@pytest.mark.slow
 def test_a_killed_clients_ephemeral_key_vanishes_within_its_lease_ttl(etcd_endpoint,
                                                                        etcd_prefix):
     ttl = 2
@@ -83,6 +84,7 @@ def test_the_etcd_init_method_gives_a_store_rank_and_world_size(etcd_endpoint, e
     (etcd_clients.rpc_rank, [10, 11]),
     (etcd_clients.process_group_rank, [3.0, 3.0]),
 ], ids=["rpc", "process_group"])
+@pytest.mark.slow
 def test_a_world_forms_through_the_etcd_init_method(etcd_endpoint, etcd_prefix, rank_main,
                                                     expected):
     results = ctx.Queue()
@@ -103,6 +105,7 @@ def test_a_world_forms_through_the_etcd_init_method(etcd_endpoint, etcd_prefix, 
                 process.join(10)
 
 
+@pytest.mark.slow
 def test_an_unreachable_etcd_is_a_clear_connection_error():
     started = time.monotonic()
     with pytest.raises(StoreConnectionError, match="unreachable"):

@@ -47,6 +47,7 @@ def test_a_process_killed_holding_the_lock_mid_write_leaves_the_file_usable(tmp_
         assert other.multi_get(["before", "after", "more"]) == [b"intact", b"1", b"ok"]
 
 
+@pytest.mark.slow
 def test_a_writer_killed_at_an_arbitrary_moment_never_leaves_a_file_that_fails_to_load(tmp_path):
     path = str(tmp_path / "store")
     for _ in range(3):

@@ -128,6 +128,7 @@ def _arrive_and_block(port, ready):
     client.quorum("round", "dies", count=2, timeout=30)
 
 
+@pytest.mark.slow
 def test_a_member_that_dies_while_it_waits_is_withdrawn_from_the_round(tcp_master):
     ready = ctx.Queue()
     proc = ctx.Process(target=_arrive_and_block, args=(tcp_master.port, ready), daemon=True)

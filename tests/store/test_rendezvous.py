@@ -136,6 +136,7 @@ def file_url(tmp_path) -> str:
     return f"file://{tmp_path / 'rdzv'}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scheme", ["tcp", "file"])
 def test_three_processes_meet_with_distinct_ranks_in_one_world(scheme, tmp_path):
     if scheme == "tcp":

@@ -68,6 +68,7 @@ def test_get_of_a_missing_key_times_out_naming_key_and_timeout(store):
         store.get("missing")
 
 
+@pytest.mark.slow
 def test_a_timed_out_get_is_caught_by_torchs_name_dist_store_error(store):
     import actors.distributed as dist
     import store as stores
