@@ -19,7 +19,6 @@ import weakref
 from typing import Any, List, Optional
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
@@ -28,7 +27,7 @@ from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
 from ..protocol.remote_errors import exception_from_payload
 from .sockets import (EVENTS, HANDSHAKE_FAILED, POLLIN, REFUSED, close_monitored, open_dealer,
-                      recv_frames, send_frames)
+                      recv_frames, recv_monitor_event, send_frames)
 
 # How long a waiting call may go without looking at the monitor for a lost peer.
 _SLICE_MS = 50
@@ -50,7 +49,7 @@ class _Connection:
     def read_monitor(self) -> None:
         # EVENTS, not poll(0): one call instead of a Poller built per check.
         while self.monitor.getsockopt(EVENTS) & POLLIN:
-            event = recv_monitor_message(self.monitor)["event"]
+            event = recv_monitor_event(self.monitor)[0]
             if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
                 self.connected = self.ever_connected = True
             elif event == zmq.EVENT_DISCONNECTED:

@@ -19,7 +19,6 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 import zmq
-from zmq.utils.monitor import recv_monitor_message
 
 from .context import process_context
 from ..errors import ActorStoppedError
@@ -27,7 +26,7 @@ from ..process.log import get_logger
 from .peers import PeerTable
 from .router import Router
 from .sockets import (EVENTS, MONITOR_EVENTS, POLLIN, close_monitored, open_dealer, recv_frames,
-                      send_frames)
+                      recv_monitor_event, send_frames)
 from ..concurrency.threads import new_thread
 from .wakeup import WakePipe
 
@@ -209,7 +208,7 @@ class Mailbox:
                     elif sock == self._wake.fd:
                         self._drain_commands()
                     elif sock is self._sender_monitor:
-                        fd = recv_monitor_message(sock)["value"]
+                        fd = recv_monitor_event(sock)[1]
                         self._dispatch(self._on_senders_lost, fd)
                     elif sock in self._monitors:
                         self._on_monitor_event(sock)
@@ -271,7 +270,7 @@ class Mailbox:
 
     def _on_monitor_event(self, monitor: zmq.Socket) -> None:
         address = self._monitors[monitor]
-        event = recv_monitor_message(monitor)["event"]
+        event = recv_monitor_event(monitor)[0]
         reason = self._peers.observe(address, event)
         if reason is not None:
             self.announce_lost(address, reason)

@@ -21,15 +21,17 @@ from __future__ import annotations
 import os
 import pathlib
 import threading
-from typing import FrozenSet, Iterable, Optional
+from typing import TYPE_CHECKING, FrozenSet, Iterable, Optional
 
 import zmq
 import zmq.auth
-from zmq.auth.thread import ThreadAuthenticator
 
 from .context import process_context
 from ..process.log import get_logger
 from ..concurrency.threads import register_foreign
+
+if TYPE_CHECKING:
+    from zmq.auth.thread import ThreadAuthenticator
 
 log = get_logger(__name__)
 
@@ -168,6 +170,9 @@ def _start_authenticator(security: Security) -> None:
         return
     with _setting.lock:
         if _setting.authenticator is None:
+            # Imported here: it pulls in asyncio, a cost only CURVE users should pay.
+            from zmq.auth.thread import ThreadAuthenticator
+
             authenticator = ThreadAuthenticator(process_context())
             authenticator.start()
             register_foreign(authenticator.thread, owner="actors.runtime.io.security",

@@ -8,6 +8,7 @@ cost an enum operation per frame, a measurable share of a small message's time.
 from __future__ import annotations
 
 import itertools
+import struct
 from typing import Any, List, Optional, Sequence, Tuple
 
 import zmq
@@ -124,3 +125,13 @@ def recv_frames(sock: zmq.Socket, flags: int = 0) -> List[zmq.Frame]:
         frame = sock.recv(flags, copy=False)
         frames.append(frame)
     return frames
+
+
+def recv_monitor_event(monitor: zmq.Socket) -> Tuple[int, int]:
+    """The next event of a socket monitor, as ``(event, value)``.
+
+    libzmq's format: a first frame of a 16-bit event id and a 32-bit value, then the
+    endpoint. Decoded here rather than by ``zmq.utils.monitor``, whose import pulls
+    in asyncio for every process.
+    """
+    return struct.unpack("=hi", monitor.recv_multipart()[0][:6])

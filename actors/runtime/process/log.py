@@ -9,6 +9,10 @@ An application that configured structlog itself keeps its configuration.
 Every line this process writes to its console through `say`, `write_line` or a log
 event is written whole under one lock, so lines from several threads (the launcher's
 own and the copies of its workers' output) never run into each other.
+
+structlog is imported at the first event that passes the threshold, not at import:
+most processes log nothing at the default threshold, and importing structlog is a
+large part of every worker's start-up (docs/PERFORMANCE.md, "Start-up").
 """
 from __future__ import annotations
 
@@ -16,13 +20,13 @@ import logging
 import os
 import sys
 import threading
-from typing import IO, Optional
-
-import structlog
+from typing import IO, Any, Optional
 
 LEVEL_VARIABLE = "ACTORGRAD_LOG_LEVEL"
 
 _configured = False
+_ours: Optional[bool] = None  # whether the pipeline in use is ours; None: none installed yet
+_threshold: Optional[int] = None
 _lock = threading.Lock()
 # Held while one whole line goes to this process's stdout or stderr.
 CONSOLE_LOCK = threading.Lock()
@@ -44,15 +48,26 @@ def say(command: str, text: str, stream: Optional[IO[str]] = None) -> None:
     write_line(stream if stream is not None else sys.stderr, f"{command}: {text}")
 
 
+def threshold() -> int:
+    """The lowest level this process logs at (``ACTORGRAD_LOG_LEVEL``; WARNING by default)."""
+    global _threshold
+    if _threshold is None:
+        level = getattr(logging, os.environ.get(LEVEL_VARIABLE, "").upper() or "-", None)
+        _threshold = level if isinstance(level, int) else logging.WARNING
+    return _threshold
+
+
 def configure() -> None:
     """Install the default structlog pipeline once, unless the application already did."""
-    global _configured
+    global _configured, _ours
+    import structlog
+
     with _lock:
         if _configured or structlog.is_configured():
             _configured = True
+            _ours = bool(_ours)
             return
-        level_name = os.environ.get(LEVEL_VARIABLE, "").upper()
-        level = getattr(logging, level_name, None) if level_name else None
+        level = threshold()
         if os.environ.get("ACTORGRAD_LOG_FORMAT", "").lower() == "json":
             renderer = structlog.processors.JSONRenderer()
         else:
@@ -66,18 +81,64 @@ def configure() -> None:
                 structlog.processors.format_exc_info,
                 renderer,
             ],
-            wrapper_class=structlog.make_filtering_bound_logger(
-                level if isinstance(level, int) else logging.WARNING),
+            wrapper_class=structlog.make_filtering_bound_logger(level),
             logger_factory=structlog.PrintLoggerFactory(file=_CurrentStderr()),
             cache_logger_on_first_use=True,
         )
-        _configured = True
+        _configured = _ours = True
 
 
-def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
-    """A structlog logger bound to `name`, with the default pipeline installed."""
-    configure()
-    return structlog.get_logger(name).bind(logger=name)
+def _passes(level: int) -> bool:
+    """Whether an event at `level` goes to structlog: at or above our threshold, or
+    always when the application configured structlog itself (its filter decides)."""
+    if level >= threshold():
+        return True
+    if _ours is None:  # not configured yet: an application's own configuration counts
+        structlog = sys.modules.get("structlog")
+        return structlog is not None and structlog.is_configured()
+    return not _ours
+
+
+class Logger:
+    """A logger bound to `name`, with structlog's methods: an event below the threshold
+    costs a comparison; the first one that passes installs the default pipeline."""
+
+    __slots__ = ("name", "_bound")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self._bound: Any = None
+
+    def _emit(self, level: int, method: str, event: str, fields: dict) -> None:
+        if not _passes(level):
+            return
+        if self._bound is None:
+            import structlog
+
+            configure()
+            self._bound = structlog.get_logger(self.name).bind(logger=self.name)
+        getattr(self._bound, method)(event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._emit(logging.DEBUG, "debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._emit(logging.INFO, "info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._emit(logging.WARNING, "warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._emit(logging.ERROR, "error", event, fields)
+
+    def exception(self, event: str, **fields: Any) -> None:
+        """An ERROR event with the exception being handled."""
+        self._emit(logging.ERROR, "exception", event, fields)
+
+
+def get_logger(name: str) -> Logger:
+    """The logger bound to `name` (structlog's methods and pipeline)."""
+    return Logger(name)
 
 
 class _CurrentStderr:
