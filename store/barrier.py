@@ -1,15 +1,22 @@
 """A barrier in a store: every one of `count` callers counts itself in; the last opens it.
 
 The RPC world, the static rendezvous and the launcher's exit all meet this way.
-Keys: `<name>/arrived` (the count) and `<name>/open`.
+Keys: `<name>/arrived` (the count) and `<name>/open`. A wait at a barrier that lasts
+says how many have arrived (`arrived_text`), not which key it waits for.
 """
 from __future__ import annotations
 
 from typing import Optional
 
 from store.base import Store
+from store.waiting import wait_keys
 
 _FOREVER = 10.0 ** 9
+
+
+def arrived_text(label: str, arrived: int, count: int) -> str:
+    """What a caller waits for at a barrier, e.g. ``store barrier 'x': 3 of 4 arrived``."""
+    return f"{label}: {arrived} of {count} arrived"
 
 
 def arrive(store: Store, name: str, count: int) -> None:
@@ -18,12 +25,24 @@ def arrive(store: Store, name: str, count: int) -> None:
         store.set(f"{name}/open", b"1")
 
 
-def wait_open(store: Store, name: str, timeout: Optional[float]) -> None:
-    """Wait until barrier `name` is open (None or 0: no limit); StoreTimeoutError otherwise."""
-    store.wait([f"{name}/open"], timeout if timeout else _FOREVER)
+def wait_open(store: Store, name: str, timeout: Optional[float], count: Optional[int] = None,
+              label: Optional[str] = None) -> None:
+    """Wait until barrier `name` is open (None or 0: no limit); StoreTimeoutError otherwise.
+
+    A long wait reports `label` (default ``store barrier '<name>'``) and, given the
+    `count` expected, how many have arrived.
+    """
+    label = label or f"store barrier {name!r}"
+
+    def what() -> str:
+        arrived = store.add(f"{name}/arrived", 0)
+        return arrived_text(label, arrived, count) if count else f"{label}: {arrived} arrived"
+
+    wait_keys(store, [f"{name}/open"], timeout if timeout else _FOREVER, what)
 
 
-def barrier(store: Store, name: str, count: int, timeout: Optional[float]) -> None:
+def barrier(store: Store, name: str, count: int, timeout: Optional[float],
+            label: Optional[str] = None) -> None:
     """Return once `count` callers have reached barrier `name`."""
     arrive(store, name, count)
-    wait_open(store, name, timeout)
+    wait_open(store, name, timeout, count, label)

@@ -35,6 +35,7 @@ from store.base import (Store, Timeout, Value, WatchCallback, check_amount, chec
 from store.errors import StoreConnectionError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX
 from store.server import StoreServer
+from store.waiting import Attempt, block
 from store.watch import WatchDispatcher
 
 log = get_logger(__name__)
@@ -130,6 +131,18 @@ class TCPStore(Store):
                 f"store server at {self.host}:{self.port} did not answer "
                 f"{kind.name} within {wait:g}s") from None
 
+    def _blocking(self, kind: Kind, payload: dict, operation: str, keys: List[str],
+                  timeout: float) -> Any:
+        """A blocking operation, asked of the server in slices that end when a report of
+        the wait is due; each slice's timeout answer names the keys still missing."""
+        def attempt_for(seconds: float) -> Attempt:
+            try:
+                return True, self._call(kind, {**payload, "timeout": seconds}, seconds)
+            except StoreTimeoutError as exc:
+                return False, exc.keys
+
+        return block(attempt_for, operation, keys, timeout, where=f"{self.host}:{self.port}")
+
     def _in_server_codec(self, send: Callable[[bool], Any]) -> Any:
         """`send(json)` in the codec the server takes: a safe-mode server refuses pickles."""
         if self._json or not pickle_allowed():
@@ -148,8 +161,8 @@ class TCPStore(Store):
         self._call(Kind.STORE_SET, {"key": check_key(key), "value": to_bytes(value)})
 
     def get(self, key: str) -> bytes:
-        timeout = self.timeout_seconds
-        return self._call(Kind.STORE_GET, {"key": check_key(key), "timeout": timeout}, timeout)
+        key = check_key(key)
+        return self._blocking(Kind.STORE_GET, {"key": key}, "get", [key], self.timeout_seconds)
 
     def add(self, key: str, amount: int) -> int:
         return self._call(Kind.STORE_ADD, {"key": check_key(key), "amount": check_amount(amount)})
@@ -177,13 +190,14 @@ class TCPStore(Store):
                         timeout=self.timeout_seconds, wait_for_workers=False)
 
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
-        seconds = self._timeout_or_default(timeout)
-        self._call(Kind.STORE_WAIT, {"keys": check_keys(keys), "timeout": seconds}, seconds)
+        keys = check_keys(keys)
+        self._blocking(Kind.STORE_WAIT, {"keys": keys}, "wait", keys,
+                       self._timeout_or_default(timeout))
 
     def multi_get(self, keys: Sequence[str]) -> List[bytes]:
-        seconds = self.timeout_seconds
-        return self._call(Kind.STORE_MULTI_GET, {"keys": check_keys(keys), "timeout": seconds},
-                          seconds)
+        keys = check_keys(keys)
+        return self._blocking(Kind.STORE_MULTI_GET, {"keys": keys}, "multi_get", keys,
+                              self.timeout_seconds)
 
     def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
         keys = check_keys(keys)
@@ -196,10 +210,12 @@ class TCPStore(Store):
         self._call(Kind.STORE_QUEUE_PUSH, {"key": check_key(key), "value": to_bytes(value)})
 
     def queue_pop(self, key: str, block: bool = True, timeout: Optional[Timeout] = None) -> bytes:
-        seconds = self._timeout_or_default(timeout)
-        return self._call(Kind.STORE_QUEUE_POP,
-                          {"key": check_key(key), "block": bool(block), "timeout": seconds},
-                          seconds)
+        key, seconds = check_key(key), self._timeout_or_default(timeout)
+        if not block:
+            return self._call(Kind.STORE_QUEUE_POP,
+                              {"key": key, "block": False, "timeout": seconds}, seconds)
+        return self._blocking(Kind.STORE_QUEUE_POP, {"key": key, "block": True}, "queue_pop",
+                              [key], seconds)
 
     def queue_len(self, key: str) -> int:
         return self._call(Kind.STORE_QUEUE_LEN, {"key": check_key(key)})

@@ -1,0 +1,99 @@
+"""A store operation that waits long says which keys it still waits for, on every store."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+import structlog
+
+from store import HashStore, StoreTimeoutError
+from store.barrier import arrive, barrier
+from store.waiting import key_wait_text
+from tests.waiting import raised_by, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def quick_reports(monkeypatch):
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "0.2")
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_EVERY", "0.3")
+
+
+def reports(logs):
+    return [e["event"] for e in logs if e["log_level"] == "warning"]
+
+
+def in_thread(fn, *args):
+    """Run `fn(*args)` on a thread; the list it returns holds what it raised (None: nothing)."""
+    outcome = []
+    thread = threading.Thread(target=lambda: outcome.append(raised_by(fn, *args)), daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def test_the_text_names_the_missing_keys():
+    assert key_wait_text("wait", ["a", "b"], ["b"]) == \
+        "store wait for keys ['a', 'b'] (missing: ['b'])"
+    assert key_wait_text("get", ["k"], ["k"], "127.0.0.1:29500") == \
+        "store get on 127.0.0.1:29500 for key 'k'"
+    assert key_wait_text("queue_pop", ["q"], ["q"]) == \
+        "store queue_pop waiting for an item in queue 'q'"
+    many = [str(i) for i in range(10)]
+    assert key_wait_text("wait", many, many).endswith("'7', ... 2 more])")
+
+
+def test_a_long_wait_names_the_keys_still_missing_then_completes(store, quick_reports):
+    store.set("a", b"1")
+    with structlog.testing.capture_logs() as logs:
+        thread, outcome = in_thread(store.wait, ["a", "b"], 10.0)
+        assert wait_until(lambda: len(reports(logs)) >= 2, timeout=10)
+        store.set("b", b"2")
+        thread.join(10)
+    assert not thread.is_alive() and outcome == [None]
+    first = reports(logs)[0]
+    # A PrefixStore's keys show as its underlying store holds them ('job/b').
+    assert first.startswith("store wait") and "b'] (missing: [" in first
+    assert first.endswith("b']) for 0.2 s") and "a'])" not in first
+
+
+def test_a_long_get_names_its_key(store, quick_reports):
+    with structlog.testing.capture_logs() as logs:
+        thread, outcome = in_thread(store.get, "late")
+        assert wait_until(lambda: reports(logs), timeout=10)
+        store.set("late", b"here")
+        thread.join(10)
+    assert outcome == [None] and "late' for 0.2 s" in reports(logs)[0]
+    assert store.get("late") == b"here"
+
+
+def test_a_wait_that_times_out_still_names_the_whole_timeout(store, quick_reports):
+    with structlog.testing.capture_logs() as logs:
+        with pytest.raises(StoreTimeoutError) as info:
+            store.wait(["never"], 0.7)
+    assert info.value.timeout == pytest.approx(0.7) and info.value.keys == ["never"]
+    assert len(reports(logs)) == 2  # at 0.2 s and 0.5 s
+
+
+def test_a_short_wait_logs_nothing(store, quick_reports):
+    with structlog.testing.capture_logs() as logs:
+        thread, outcome = in_thread(store.wait, ["soon"], 10.0)
+        store.set("soon", b"1")
+        thread.join(10)
+    assert outcome == [None] and reports(logs) == []
+
+
+def test_a_long_barrier_says_how_many_arrived_and_nothing_of_its_keys(quick_reports):
+    store = HashStore(timeout=10)
+    try:
+        arrive(store, "x", 3)
+        with structlog.testing.capture_logs() as logs:
+            thread, outcome = in_thread(barrier, store, "x", 3, 10.0)
+            assert wait_until(lambda: reports(logs), timeout=10)
+            arrive(store, "x", 3)
+            thread.join(10)
+        assert outcome == [None]
+        assert reports(logs)[0].startswith("store barrier 'x': 2 of 3 arrived for 0.")
+        assert not any("x/open" in line for line in reports(logs))
+    finally:
+        store.close()
