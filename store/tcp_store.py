@@ -35,7 +35,7 @@ from store.base import (Store, Timeout, Value, WatchCallback, check_amount, chec
 from store.errors import StoreConnectionError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX
 from store.server import StoreServer
-from store.waiting import Attempt, block
+from store.waiting import Attempt, block, wait_keys
 from store.watch import WatchDispatcher
 
 log = get_logger(__name__)
@@ -110,7 +110,9 @@ class TCPStore(Store):
         if not wait:
             return
         try:
-            self.wait([_READY_KEY])
+            wait_keys(self, [_READY_KEY], self.timeout_seconds,
+                      lambda: f"TCPStore at {self.host}:{self.port}: "
+                              f"{self.add(_JOINED_KEY, 0)} of {world_size} workers joined")
         except StoreTimeoutError:
             joined = self.add(_JOINED_KEY, 0)
             raise StoreTimeoutError(

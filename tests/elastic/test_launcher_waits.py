@@ -62,3 +62,17 @@ def test_a_quick_start_says_nothing_of_waiting(tmp_path, agents):
     agent = launch(agents, "--standalone", "--nproc-per-node", "1", path)
     assert agent.finish() == 0, agent.output
     assert "waiting" not in agent.output
+
+
+@pytest.mark.slow
+def test_a_node_started_before_its_store_host_says_where_it_connects(tmp_path, agents):
+    path = script(tmp_path, "hello.py", "print('hello', flush=True)\n")
+    port = free_port()
+    static = ["--nnodes", "2", "--nproc-per-node", "1", "--master-addr", "127.0.0.1",
+              "--master-port", str(port), "--rdzv-id", "early"]
+    second = launch(agents, *static, "--node-rank", "1", path, env=QUICK_REPORTS)
+    second.wait_for_line(f"launch: connecting to tcp://127.0.0.1:{port}: nothing answers",
+                         timeout=60)
+    first = launch(agents, *static, "--node-rank", "0", path, env=QUICK_REPORTS)
+    assert first.finish() == 0 and second.finish() == 0, first.output + second.output
+    assert "[rank1]: hello" in second.output

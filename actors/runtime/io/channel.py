@@ -27,6 +27,7 @@ from .context import process_context
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
 from ..protocol.remote_errors import exception_from_payload
+from ..process.waits import SlowWait
 from .sockets import (EVENTS, HANDSHAKE_FAILED, POLLIN, REFUSED, close_monitored, open_dealer,
                       recv_frames, send_frames)
 
@@ -154,16 +155,22 @@ class Channel:
         if conn.ever_connected:
             raise PeerLostError(self.address, "connection lost")
         deadline = time.monotonic() + connect_timeout
-        while not conn.connected:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not conn.monitor.poll(int(remaining * 1000) + 1):
-                if conn.connected:
-                    break
-                raise PeerLostError(self.address,
-                                    f"could not connect within {connect_timeout:g}s")
-            conn.read_monitor()
-            if conn.refused:
-                self._refused(conn)
+        with SlowWait(lambda: f"connecting to {self.address}: nothing answers there yet"
+                      ) as report:
+            while not conn.connected:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not conn.monitor.poll(
+                        int(min(remaining, report.next_in()) * 1000) + 1):
+                    if conn.connected:
+                        break
+                    if time.monotonic() < deadline:
+                        report.tick()  # woken to say what it waits for
+                        continue
+                    raise PeerLostError(self.address,
+                                        f"could not connect within {connect_timeout:g}s")
+                conn.read_monitor()
+                if conn.refused:
+                    self._refused(conn)
         return conn
 
     def _refused(self, conn: _Connection) -> None:
