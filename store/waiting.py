@@ -14,7 +14,7 @@ import math
 import time
 from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
-from actors.runtime.process.waits import SlowWait
+from actors.runtime.process.waits import SlowWait, first_report_after
 from store.base import Store
 from store.errors import StoreTimeoutError
 
@@ -48,18 +48,24 @@ def block(attempt_for: Callable[[float], Attempt], operation: str, keys: Sequenc
 
     Every attempt is tried at least once, so a timeout of 0 checks once.
     """
-    deadline = math.inf if timeout is None else time.monotonic() + timeout
-    missing: List[str] = list(keys)
-    with SlowWait(lambda: key_wait_text(operation, keys, missing, where)) as report:
+    start = time.monotonic()
+    deadline = math.inf if timeout is None else start + timeout
+    # The first try runs until the first report is due, so a short wait (most of them)
+    # never pays for a SlowWait.
+    done, answer = attempt_for(max(0.0, min(deadline - start, first_report_after())))
+    if done:
+        return answer
+    missing: List[str] = list(answer)
+    with SlowWait(lambda: key_wait_text(operation, keys, missing, where), since=start) as report:
         while True:
-            slice_ = max(0.0, min(deadline - time.monotonic(), report.next_in()))
-            done, answer = attempt_for(slice_)
-            if done:
-                return answer
-            missing[:] = answer
             if time.monotonic() >= deadline:
                 raise StoreTimeoutError(operation, missing, timeout)
             report.tick()
+            done, answer = attempt_for(
+                max(0.0, min(deadline - time.monotonic(), report.next_in())))
+            if done:
+                return answer
+            missing[:] = answer
 
 
 def wait_keys(store: Store, keys: Sequence[str], timeout: float, what: Callable[[], Any]) -> None:

@@ -74,7 +74,7 @@ def test_a_wait_that_times_out_still_names_the_whole_timeout(store, quick_report
             store.wait(["never"], 0.7)
     assert info.value.timeout == pytest.approx(0.7) and info.value.keys == ["never"]
     assert 1 <= len(reports(logs)) <= 2  # due at 0.2 s and 0.5 s
-    assert all("'never'" in line for line in reports(logs))
+    assert all("never'" in line for line in reports(logs))  # 'job/never' in a PrefixStore
 
 
 def test_a_short_wait_logs_nothing(store, quick_reports):

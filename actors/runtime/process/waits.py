@@ -46,6 +46,12 @@ def _seconds(variable: str, default: float) -> float:
     return value if value > 0 else default
 
 
+def first_report_after() -> float:
+    """Seconds into a wait at which its first report is due: a wait loop's first step may
+    block this long before it needs a `SlowWait` at all (the common, short wait)."""
+    return _seconds(AFTER_VARIABLE, DEFAULT_AFTER)
+
+
 def when_due(reports: int, after: float, every: float) -> float:
     """Seconds into the wait at which report number `reports` (0 = the first) is due."""
     return after + reports * every
@@ -78,7 +84,7 @@ class SlowWait:
         self._what = what
         self._clock = clock
         self.since = clock() if since is None else since
-        self.after = _seconds(AFTER_VARIABLE, DEFAULT_AFTER)
+        self.after = first_report_after()
         self.every = _seconds(EVERY_VARIABLE, DEFAULT_EVERY)
         self.reports = 0
         self.silent = getattr(_thread, "depth", 0) > 0
