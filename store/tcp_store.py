@@ -29,11 +29,13 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from actors.runtime import Actor, Kind, PeerLostError, RequestTimeoutError, SafeModeError
 from actors.runtime.io.channel import Channel
 from actors.runtime.process.log import get_logger
+from actors.runtime.process.waits import SlowWait
 from actors.runtime.protocol.serialization import pickle_allowed
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
 from store.errors import StoreConnectionError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX
+from store.quorum import quorum_wait_text
 from store.server import StoreServer
 from store.waiting import Attempt, block, wait_keys
 from store.watch import WatchDispatcher
@@ -119,12 +121,14 @@ class TCPStore(Store):
                 "wait_for_workers", [_READY_KEY], self.timeout_seconds,
                 detail=f"{joined} of {world_size} workers joined") from None
 
-    def _call(self, kind: Kind, payload: dict, blocking_timeout: Optional[float] = None) -> Any:
-        """One request/reply; blocking operations get the grace beyond their server deadline."""
+    def _call(self, kind: Kind, payload: dict, blocking_timeout: Optional[float] = None,
+              waiting: Optional[Callable[[], Any]] = None) -> Any:
+        """One request/reply; blocking operations get the grace beyond their server deadline.
+        `waiting()` runs now and then while the reply is awaited."""
         wait = self.timeout_seconds if blocking_timeout is None else blocking_timeout + _REPLY_GRACE
         try:
             return self._in_server_codec(
-                lambda json: self._channel.call(kind, payload, wait, json=json))
+                lambda json: self._channel.call(kind, payload, wait, json=json, waiting=waiting))
         except PeerLostError as exc:
             raise StoreConnectionError(
                 f"store server at {self.host}:{self.port} lost: {exc.reason}") from None
@@ -235,7 +239,12 @@ class TCPStore(Store):
                 payload[field] = value
         if expect is not None:
             payload["expect"] = check_keys(expect, "expect")
-        return self._call(Kind.STORE_QUORUM, payload, seconds)
+        # One request, never sliced: a slice's deadline would release a round with
+        # min_size. The report says what this member asked for; the server knows the rest.
+        text = quorum_wait_text(payload["key"], payload["member"], count,
+                                payload.get("expect"), min_size)
+        with SlowWait(lambda: text) as report:
+            return self._call(Kind.STORE_QUORUM, payload, seconds, report.tick)
 
     def set_ephemeral(self, key: str, value: Value) -> None:
         """Set `key`, owned by this client's session: deleted when the session ends.

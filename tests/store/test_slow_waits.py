@@ -143,3 +143,34 @@ def test_a_master_waiting_for_its_workers_says_how_many_joined(quick_reports):
                 master.close()
     assert reports(logs)[0].startswith(
         f"TCPStore at 127.0.0.1:{port}: 1 of 2 workers joined for ")
+
+
+def test_the_quorum_text_says_what_the_member_asked_for():
+    from store.quorum import quorum_wait_text
+
+    assert quorum_wait_text("q/3", "r1", 4, None, None) == \
+        "store quorum 'q/3' as 'r1': waiting for 4 members"
+    assert quorum_wait_text("q/3", "r1", None, ["r2", "r1"], 1) == (
+        "store quorum 'q/3' as 'r1': waiting for members ['r1', 'r2'] "
+        "(at least 1 at the deadline)")
+
+
+def test_a_long_quorum_says_what_it_waits_for_then_is_released(tcp_master, quick_reports):
+    from store import TCPStore
+
+    clients = [TCPStore("127.0.0.1", tcp_master.port, timeout=10) for _ in range(2)]
+    try:
+        results = []
+        with structlog.testing.capture_logs() as logs:
+            thread, outcome = in_thread(lambda: results.append(
+                clients[0].quorum("round", "a", b"1", count=2, timeout=10)))
+            assert wait_until(lambda: reports(logs), timeout=10)
+            assert clients[1].quorum("round", "b", b"2", count=2, timeout=10) == \
+                {"a": b"1", "b": b"2"}
+            thread.join(10)
+        assert outcome == [None] and results == [{"a": b"1", "b": b"2"}]
+        assert reports(logs)[0].startswith(
+            "store quorum 'round' as 'a': waiting for 2 members for ")
+    finally:
+        for client in clients:
+            client.close()

@@ -16,7 +16,7 @@ import itertools
 import threading
 import time
 import weakref
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 import zmq
 from zmq.utils.monitor import recv_monitor_message
@@ -90,10 +90,11 @@ class Channel:
         self._connection(self.connect_timeout if timeout is None else timeout)
 
     def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None, *,
-             json: bool = False) -> Any:
+             json: bool = False, waiting: Optional[Callable[[], Any]] = None) -> Any:
         """Send a request and return the reply's payload, or raise the error it carries.
 
-        `json` sends it in the JSON codec (the reply comes back in it too).
+        `json` sends it in the JSON codec (the reply comes back in it too). `waiting()`
+        is called every receive slice while no reply has come (to report a long wait).
 
         PeerLostError: the connection is down or dropped during the call;
         RequestTimeoutError: no reply within `timeout` seconds (None waits forever).
@@ -119,6 +120,8 @@ class Channel:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise RequestTimeoutError(
                         f"no reply from {self.address} within {timeout:g}s") from None
+                if waiting is not None:
+                    waiting()
                 continue
             header = envelope.read_header(reply)
             if header.req_id != req_id or not header.flags & RESPONSE:
