@@ -20,6 +20,7 @@ import socket
 import time
 from typing import Callable, Dict, List, NamedTuple, Optional
 
+from actors.runtime.process.waits import SlowWait
 from store.base import Store
 from store.errors import StoreConnectionError, StoreTimeoutError
 
@@ -69,13 +70,38 @@ def generation(store: Store, world_size: int) -> int:
     return (store.add("joins", 1) - 1) // world_size
 
 
+def ranks_text(ranks: List[int]) -> str:
+    """`rank 2`, `ranks 1, 3` or `ranks 0-5, 7`: consecutive ranks as a span."""
+    spans: List[List[int]] = []
+    for rank in sorted(ranks):
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    parts = [str(a) if a == b else f"{a}, {b}" if b == a + 1 else f"{a}-{b}"
+             for a, b in spans]
+    return f"rank{'s' if len(ranks) != 1 else ''} {', '.join(parts)}"
+
+
+def joining_text(label: str, heard: List[int], world_size: int,
+                 conflict: Optional[str] = None) -> str:
+    """What a member waits for while the world forms, e.g.
+    ``init_rpc: waiting for ranks 1, 3 of 4 to join``."""
+    if conflict is not None:
+        return f"{label}: {conflict}; waiting for the others to see it too"
+    joined = set(heard)
+    missing = [r for r in range(world_size) if r not in joined]
+    return f"{label}: waiting for {ranks_text(missing)} of {world_size} to join"
+
+
 def agree(store: Store, me: Belief, timeout: float, error: Callable[[str], Exception],
-          missing: Callable[[List[int]], str]) -> None:
+          missing: Callable[[List[int]], str], label: str = "joining") -> None:
     """Publish `me` under `store` (a prefix of its own) and return once all
     `me.world_size` ranks have published beliefs that agree with it.
 
     `error(message)` is raised on every member that sees a conflict, as soon as it is in
     the log; `error(missing(ranks))` when the world is incomplete after `timeout` seconds.
+    A long wait reports, after `label`, which ranks have not joined (`joining_text`).
     """
     me = me._replace(who=f"pid {os.getpid()} on {socket.gethostname()}")
     mine = _append(store, me._asdict())
@@ -84,33 +110,41 @@ def agree(store: Store, me: Belief, timeout: float, error: Callable[[str], Excep
     seen: set = set()
     conflict: Optional[str] = None
     index = 0
-    while True:
-        try:
-            entries = _read_from(store, index + 1, deadline - time.monotonic())
-        except StoreConnectionError:
-            if conflict is None:
-                raise
-            entries = None  # the host saw every acknowledgement and closed the store
-        if entries is None:  # out of time
-            if conflict is not None:
-                raise error(conflict)
-            heard = {b.rank for b in beliefs.values()}
-            raise error(missing([r for r in range(me.world_size) if r not in heard]))
-        for entry in entries:
-            index += 1
-            if "seen" in entry:
-                seen.add(entry["seen"])
+    report = SlowWait(lambda: joining_text(label, [b.rank for b in beliefs.values()],
+                                           me.world_size, conflict))
+    with report:
+        while True:
+            try:
+                entries = _read_from(store, index + 1,
+                                     min(deadline - time.monotonic(), report.next_in()))
+            except StoreConnectionError:
+                if conflict is None:
+                    raise
+                entries = None  # the host saw every acknowledgement and closed the store
             else:
-                beliefs[index] = Belief(**entry)
-            if conflict is None:
-                conflict = find_conflict(list(beliefs.values()))
+                if entries is None and time.monotonic() < deadline:
+                    report.tick()  # woken to say which ranks are missing
+                    continue
+            if entries is None:  # out of time
                 if conflict is not None:
-                    _append(store, {"seen": mine})
-                    deadline = min(deadline, time.monotonic() + ACK_GRACE)
-                elif len(beliefs) == me.world_size:
-                    return
-        if conflict is not None and seen >= set(beliefs):
-            raise error(conflict)
+                    raise error(conflict)
+                heard = {b.rank for b in beliefs.values()}
+                raise error(missing([r for r in range(me.world_size) if r not in heard]))
+            for entry in entries:
+                index += 1
+                if "seen" in entry:
+                    seen.add(entry["seen"])
+                else:
+                    beliefs[index] = Belief(**entry)
+                if conflict is None:
+                    conflict = find_conflict(list(beliefs.values()))
+                    if conflict is not None:
+                        _append(store, {"seen": mine})
+                        deadline = min(deadline, time.monotonic() + ACK_GRACE)
+                    elif len(beliefs) == me.world_size:
+                        return
+            if conflict is not None and seen >= set(beliefs):
+                raise error(conflict)
 
 
 def _append(store: Store, entry: dict) -> int:

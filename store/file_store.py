@@ -32,7 +32,8 @@ from actors.runtime.process.log import get_logger
 from actors.runtime.concurrency.threads import start_thread
 from store.base import DEFAULT_TIMEOUT, Timeout, WatchCallback, check_key
 from store.errors import StoreError, StoreTimeoutError
-from store.keyspace import INTERNAL_PREFIX, KeySpace, KeySpaceStore
+from store.keyspace import INTERNAL_PREFIX, KeySpace, KeySpaceStore, missing_keys
+from store.waiting import Attempt, block
 from store.watch import WatchDispatcher
 
 log = get_logger(__name__)
@@ -314,23 +315,28 @@ class FileStore(KeySpaceStore):
         self,
         attempt: Callable[[KeySpace], Optional[T]],
         operation: str,
-        missing: Callable[[KeySpace], List[str]],
+        keys: List[str],
         timeout: float,
         write: bool = False,
     ) -> T:
-        deadline = time.monotonic() + timeout
-        while True:
-            result, seen = self._run(attempt, write)
-            if result is not None:
-                return result
-            delay = POLL_MIN
-            while _stat_signature(self._path) == seen:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise StoreTimeoutError(operation, self._apply(missing, False), timeout)
-                if self._closing.wait(min(delay, remaining)):
-                    raise StoreError(f"FileStore {self._path} was closed during {operation}")
-                delay = min(delay * 2, POLL_MAX)
+        def attempt_for(seconds: float) -> Attempt:
+            until = time.monotonic() + seconds
+            while True:
+                result, seen = self._run(attempt, write)
+                if result is not None:
+                    return True, result
+                delay = POLL_MIN
+                while _stat_signature(self._path) == seen:
+                    remaining = until - time.monotonic()
+                    if remaining <= 0:
+                        return False, self._apply(
+                            lambda ks: missing_keys(ks, operation, keys), False)
+                    if self._closing.wait(min(delay, remaining)):
+                        raise StoreError(
+                            f"FileStore {self._path} was closed during {operation}")
+                    delay = min(delay * 2, POLL_MAX)
+
+        return block(attempt_for, operation, keys, timeout, where=self._path)
 
     # -- watch_key --------------------------------------------------------------------------
 

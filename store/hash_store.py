@@ -6,8 +6,9 @@ import time
 from typing import Callable, List, Optional, TypeVar
 
 from store.base import DEFAULT_TIMEOUT, Timeout, WatchCallback, check_key
-from store.errors import StoreError, StoreTimeoutError
-from store.keyspace import KeySpace, KeySpaceStore
+from store.errors import StoreError
+from store.keyspace import KeySpace, KeySpaceStore, missing_keys
+from store.waiting import Attempt, block
 from store.watch import WatchDispatcher
 
 T = TypeVar("T")
@@ -56,21 +57,24 @@ class HashStore(KeySpaceStore):
         self,
         attempt: Callable[[KeySpace], Optional[T]],
         operation: str,
-        missing: Callable[[KeySpace], List[str]],
+        keys: List[str],
         timeout: float,
         write: bool = False,
     ) -> T:
-        with self._cond:
-            deadline = time.monotonic() + timeout
-            while True:
-                self._check_open()
-                result = attempt(self._keys)
-                if result is not None:
-                    return result
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise StoreTimeoutError(operation, missing(self._keys), timeout)
-                self._cond.wait(remaining)
+        def attempt_for(seconds: float) -> Attempt:
+            with self._cond:
+                until = time.monotonic() + seconds
+                while True:
+                    self._check_open()
+                    result = attempt(self._keys)
+                    if result is not None:
+                        return True, result
+                    remaining = until - time.monotonic()
+                    if remaining <= 0:
+                        return False, missing_keys(self._keys, operation, keys)
+                    self._cond.wait(remaining)
+
+        return block(attempt_for, operation, keys, timeout)
 
     def watch_key(self, key: str, callback: WatchCallback) -> None:
         key = check_key(key)

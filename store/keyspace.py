@@ -199,6 +199,12 @@ class KeySpace:
         return space
 
 
+def missing_keys(space: KeySpace, operation: str, keys: List[str]) -> List[str]:
+    """The keys a blocked operation still waits for: a queue_pop waits for its queue,
+    the others for the plain keys that do not exist yet."""
+    return list(keys) if operation == "queue_pop" else space.missing(keys)
+
+
 class KeySpaceStore(Store):
     """A Store whose operations check their arguments, then apply one KeySpace rule.
 
@@ -217,12 +223,13 @@ class KeySpaceStore(Store):
         self,
         attempt: Callable[[KeySpace], Optional[T]],
         operation: str,
-        missing: Callable[[KeySpace], List[str]],
+        keys: List[str],
         timeout: float,
         write: bool = False,
     ) -> T:
-        """Retry `attempt` until it returns non-None; on expiry raise StoreTimeoutError
-        naming `missing(data)` and `timeout`."""
+        """Retry `attempt` until it returns non-None (through `store.waiting.block`, which
+        reports a long wait); on expiry raise StoreTimeoutError naming the `keys` still
+        missing (`missing_keys`) and `timeout`."""
 
     def set(self, key: str, value: Value) -> None:
         key, value = check_key(key), to_bytes(value)
@@ -230,7 +237,7 @@ class KeySpaceStore(Store):
 
     def get(self, key: str) -> bytes:
         key = check_key(key)
-        return self._block(lambda ks: ks.get(key), "get", lambda ks: [key], self.timeout_seconds)
+        return self._block(lambda ks: ks.get(key), "get", [key], self.timeout_seconds)
 
     def add(self, key: str, amount: int) -> int:
         key, amount = check_key(key), check_amount(amount)
@@ -260,7 +267,7 @@ class KeySpaceStore(Store):
         self._block(
             lambda ks: True if ks.check(keys) else None,
             "wait",
-            lambda ks: ks.missing(keys),
+            keys,
             self._timeout_or_default(timeout),
         )
 
@@ -269,7 +276,7 @@ class KeySpaceStore(Store):
         return self._block(
             lambda ks: [ks.get(k) for k in keys] if ks.check(keys) else None,
             "multi_get",
-            lambda ks: ks.missing(keys),
+            keys,
             self.timeout_seconds,
         )
 
@@ -292,7 +299,7 @@ class KeySpaceStore(Store):
             return self._block(
                 lambda ks: ks.queue_pop(key),
                 "queue_pop",
-                lambda ks: [key],
+                [key],
                 self._timeout_or_default(timeout),
                 write=True,
             )

@@ -24,6 +24,16 @@ from __future__ import annotations
 from typing import Dict, FrozenSet, List, Optional, Sequence
 
 
+def quorum_wait_text(name: str, member: str, count: Optional[int],
+                     expect: Optional[Sequence[str]], min_size: Optional[int]) -> str:
+    """What a member waiting at a round asked for, e.g.
+    ``store quorum 'q/3' as 'replica-1': waiting for 4 members``."""
+    wanted = ([f"members {sorted(expect)!r}"] if expect is not None else []) + \
+        ([f"{count} members"] if count is not None else [])
+    text = f"store quorum {name!r} as {member!r}: waiting for {' or '.join(wanted) or 'release'}"
+    return text + (f" (at least {min_size} at the deadline)" if min_size is not None else "")
+
+
 class QuorumRound:
     """The arrivals of one named round and the rule that releases it."""
 

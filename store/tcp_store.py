@@ -29,12 +29,15 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from actors.runtime import Actor, Kind, PeerLostError, RequestTimeoutError, SafeModeError
 from actors.runtime.io.channel import Channel
 from actors.runtime.process.log import get_logger
+from actors.runtime.process.waits import SlowWait
 from actors.runtime.protocol.serialization import pickle_allowed
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
 from store.errors import StoreConnectionError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX
+from store.quorum import quorum_wait_text
 from store.server import StoreServer
+from store.waiting import Attempt, block, wait_keys
 from store.watch import WatchDispatcher
 
 log = get_logger(__name__)
@@ -109,19 +112,23 @@ class TCPStore(Store):
         if not wait:
             return
         try:
-            self.wait([_READY_KEY])
+            wait_keys(self, [_READY_KEY], self.timeout_seconds,
+                      lambda: f"TCPStore at {self.host}:{self.port}: "
+                              f"{self.add(_JOINED_KEY, 0)} of {world_size} workers joined")
         except StoreTimeoutError:
             joined = self.add(_JOINED_KEY, 0)
             raise StoreTimeoutError(
                 "wait_for_workers", [_READY_KEY], self.timeout_seconds,
                 detail=f"{joined} of {world_size} workers joined") from None
 
-    def _call(self, kind: Kind, payload: dict, blocking_timeout: Optional[float] = None) -> Any:
-        """One request/reply; blocking operations get the grace beyond their server deadline."""
+    def _call(self, kind: Kind, payload: dict, blocking_timeout: Optional[float] = None,
+              waiting: Optional[Callable[[], Any]] = None) -> Any:
+        """One request/reply; blocking operations get the grace beyond their server deadline.
+        `waiting()` runs now and then while the reply is awaited."""
         wait = self.timeout_seconds if blocking_timeout is None else blocking_timeout + _REPLY_GRACE
         try:
             return self._in_server_codec(
-                lambda json: self._channel.call(kind, payload, wait, json=json))
+                lambda json: self._channel.call(kind, payload, wait, json=json, waiting=waiting))
         except PeerLostError as exc:
             raise StoreConnectionError(
                 f"store server at {self.host}:{self.port} lost: {exc.reason}") from None
@@ -129,6 +136,18 @@ class TCPStore(Store):
             raise StoreConnectionError(
                 f"store server at {self.host}:{self.port} did not answer "
                 f"{kind.name} within {wait:g}s") from None
+
+    def _blocking(self, kind: Kind, payload: dict, operation: str, keys: List[str],
+                  timeout: float) -> Any:
+        """A blocking operation, asked of the server in slices that end when a report of
+        the wait is due; each slice's timeout answer names the keys still missing."""
+        def attempt_for(seconds: float) -> Attempt:
+            try:
+                return True, self._call(kind, {**payload, "timeout": seconds}, seconds)
+            except StoreTimeoutError as exc:
+                return False, exc.keys
+
+        return block(attempt_for, operation, keys, timeout, where=f"{self.host}:{self.port}")
 
     def _in_server_codec(self, send: Callable[[bool], Any]) -> Any:
         """`send(json)` in the codec the server takes: a safe-mode server refuses pickles."""
@@ -148,8 +167,8 @@ class TCPStore(Store):
         self._call(Kind.STORE_SET, {"key": check_key(key), "value": to_bytes(value)})
 
     def get(self, key: str) -> bytes:
-        timeout = self.timeout_seconds
-        return self._call(Kind.STORE_GET, {"key": check_key(key), "timeout": timeout}, timeout)
+        key = check_key(key)
+        return self._blocking(Kind.STORE_GET, {"key": key}, "get", [key], self.timeout_seconds)
 
     def add(self, key: str, amount: int) -> int:
         return self._call(Kind.STORE_ADD, {"key": check_key(key), "amount": check_amount(amount)})
@@ -177,13 +196,14 @@ class TCPStore(Store):
                         timeout=self.timeout_seconds, wait_for_workers=False)
 
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
-        seconds = self._timeout_or_default(timeout)
-        self._call(Kind.STORE_WAIT, {"keys": check_keys(keys), "timeout": seconds}, seconds)
+        keys = check_keys(keys)
+        self._blocking(Kind.STORE_WAIT, {"keys": keys}, "wait", keys,
+                       self._timeout_or_default(timeout))
 
     def multi_get(self, keys: Sequence[str]) -> List[bytes]:
-        seconds = self.timeout_seconds
-        return self._call(Kind.STORE_MULTI_GET, {"keys": check_keys(keys), "timeout": seconds},
-                          seconds)
+        keys = check_keys(keys)
+        return self._blocking(Kind.STORE_MULTI_GET, {"keys": keys}, "multi_get", keys,
+                              self.timeout_seconds)
 
     def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
         keys = check_keys(keys)
@@ -196,10 +216,12 @@ class TCPStore(Store):
         self._call(Kind.STORE_QUEUE_PUSH, {"key": check_key(key), "value": to_bytes(value)})
 
     def queue_pop(self, key: str, block: bool = True, timeout: Optional[Timeout] = None) -> bytes:
-        seconds = self._timeout_or_default(timeout)
-        return self._call(Kind.STORE_QUEUE_POP,
-                          {"key": check_key(key), "block": bool(block), "timeout": seconds},
-                          seconds)
+        key, seconds = check_key(key), self._timeout_or_default(timeout)
+        if not block:
+            return self._call(Kind.STORE_QUEUE_POP,
+                              {"key": key, "block": False, "timeout": seconds}, seconds)
+        return self._blocking(Kind.STORE_QUEUE_POP, {"key": key, "block": True}, "queue_pop",
+                              [key], seconds)
 
     def queue_len(self, key: str) -> int:
         return self._call(Kind.STORE_QUEUE_LEN, {"key": check_key(key)})
@@ -217,7 +239,12 @@ class TCPStore(Store):
                 payload[field] = value
         if expect is not None:
             payload["expect"] = check_keys(expect, "expect")
-        return self._call(Kind.STORE_QUORUM, payload, seconds)
+        # One request, never sliced: a slice's deadline would release a round with
+        # min_size. The report says what this member asked for; the server knows the rest.
+        text = quorum_wait_text(payload["key"], payload["member"], count,
+                                payload.get("expect"), min_size)
+        with SlowWait(lambda: text) as report:
+            return self._call(Kind.STORE_QUORUM, payload, seconds, report.tick)
 
     def set_ephemeral(self, key: str, value: Value) -> None:
         """Set `key`, owned by this client's session: deleted when the session ends.

@@ -109,7 +109,8 @@ def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGr
     keys = PrefixStore(f"pg/{generation(PrefixStore('pg', store), world_size)}", store)
     agree(PrefixStore("agreement", keys), Belief(rank, world_size), timeout,
           lambda message: DistError(f"init_process_group: {message}"),
-          lambda missing: _not_assembled(timeout, missing))
+          lambda missing: _not_assembled(timeout, missing),
+          label=f"init_process_group of rank {rank}")
     return form_group(keys, rank, world_size, timeout)
 
 

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 from actors.launch.config import LaunchConfig
 from actors.launch.progress import Progress
 from actors.launch.workers import GroupState, WorkerFailure, WorkerGroup
+from actors.runtime.process.waits import reported_by
 from store.barrier import barrier
 from store.base import Store
 from store.errors import StoreError
@@ -128,7 +129,8 @@ class ElasticAgent:
         self._start_round()
 
     def _start_round(self) -> None:
-        info = self.handler.next_rendezvous()
+        with reported_by(self._progress.waiting):
+            info = self.handler.next_rendezvous()
         self._round_store, self._nodes = info.store, info.world_size
         master = info.bootstrap_store_info
         envs = self._worker_envs(info.rank, info.world_size, master)
@@ -177,7 +179,10 @@ class ElasticAgent:
         """Wait (bounded) for every node of the round to finish, so a store host outlives them."""
         store, nodes = self._round_store, self._nodes
         try:
-            barrier(store, "exit_barrier", nodes, self._config.exit_barrier_timeout)
+            with reported_by(self._progress.waiting):
+                barrier(store, "exit_barrier", nodes, self._config.exit_barrier_timeout,
+                        label="waiting for the other nodes' workers to finish",
+                        members="nodes")
         except (TimeoutError, OSError, RuntimeError) as exc:
             self._progress.tell(None, "agent_exit_barrier_incomplete", "warning",
                                 run_id=self._config.run_id, error=str(exc))

@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 from actors.launch.agent import ElasticAgent
 from actors.launch.config import LaunchConfig, parse_args
 from actors.launch.progress import Progress
+from actors.runtime.process.waits import reported_by
 from actors.runtime.process.tuning import core_share
 from store.base import Store
 from store.elastic.registry import open_rendezvous_store
@@ -99,7 +100,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m actors.lau
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, on_signal)
     try:
-        store = open_store(config)
+        with reported_by(Progress().waiting):  # a store host that is not up yet
+            store = open_store(config)
     except SignalReceived as exc:
         return 128 + exc.signum
     except (StoreError, OSError) as exc:

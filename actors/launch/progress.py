@@ -15,12 +15,36 @@ from typing import Any, Optional
 import structlog
 
 from actors.runtime.process.log import get_logger, say
+from store.elastic.waiting import JoinWait, clock_time
 
 COMMAND = "launch"
 _log = get_logger("actors.launch")
 _render = structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"],
                                                  drop_missing=True)
 _stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
+
+
+def waiting_text(what: Any, seconds: float) -> str:
+    """The line a person reads while the agent waits (for a rendezvous, at the exit
+    barrier), from what the wait reports, e.g.
+    ``waiting for nodes: 1 of 2 joined (min 2) for 10 s``."""
+    if isinstance(what, JoinWait):
+        if what.complete and what.on_wait_list:
+            text = (f"waiting for the next round: round {what.round} runs with "
+                    f"{what.joined} node{'s' if what.joined != 1 else ''}")
+        elif what.complete:
+            text = (f"waiting for a place: round {what.round} is full "
+                    f"({what.joined} of {what.max_nodes} nodes)")
+        elif what.last_call_ends is not None:
+            text = (f"waiting for more nodes until {clock_time(what.last_call_ends)}, "
+                    f"then starting with {what.joined} of {what.max_nodes} "
+                    f"(min {what.min_nodes})")
+        else:
+            text = (f"waiting for nodes: {what.joined} of {what.max_nodes} joined "
+                    f"(min {what.min_nodes})")
+    else:
+        text = str(what)
+    return f"{text} for {seconds:.0f} s"
 
 
 class Progress:
@@ -41,3 +65,9 @@ class Progress:
                                                             **fields}))
             with self._lock, open(self.events_path, "a", encoding="utf-8") as out:
                 out.write(line + "\n")
+
+    def waiting(self, what: Any, seconds: float) -> None:
+        """A long wait's report (`actors.runtime.process.waits.reported_by`): a line for
+        people and an `agent_waiting` warning event."""
+        self.tell(waiting_text(what, seconds), "agent_waiting", "warning",
+                  waiting_for=str(what), waited_s=round(seconds, 1))

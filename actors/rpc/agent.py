@@ -385,13 +385,15 @@ class RpcAgent:
                 # While every peer still waits at the barrier, it can confirm what it
                 # was sent one way (RRef deletions, context releases).
                 self.actor.deliver_sent(timeout, "shutdown")
-                barrier(self.store, f"barriers/shutdown/{round_}", self.world_size, timeout)
+                barrier(self.store, f"barriers/shutdown/{round_}", self.world_size, timeout,
+                        label=f"rpc shutdown of {self.name!r}", members="workers")
                 self._leaving = True  # every worker is in shutdown: departures are expected
             self.wait_idle(timeout)
             # Rank 0 may host the store: it closes only after everyone's last store call.
             arrive(self.store, "barriers/shutdown/left", self.world_size)
             if self.rank == 0:
-                wait_open(self.store, "barriers/shutdown/left", timeout)
+                wait_open(self.store, "barriers/shutdown/left", timeout, self.world_size,
+                          f"rpc shutdown of {self.name!r}: leaving", "workers")
         self._leaving = True
         self.actor.stop(deliver=not graceful)  # graceful: delivered before the barriers
         for channel in self._channels.values():

@@ -27,7 +27,8 @@ def join_world(store: Store, name: str, rank: int, world_size: int, address: str
     agree(PrefixStore("agreement", store), Belief(rank, world_size, name), timeout,
           lambda message: RpcInitError(f"init_rpc: {message}"),
           lambda missing: f"the RPC world did not assemble within {timeout:g}s: ranks "
-                          f"{missing} of {world_size} never joined")
+                          f"{missing} of {world_size} never joined",
+          label=f"init_rpc of {name!r}")
     taken_by = store.compare_set(f"names/{name}", "", str(rank)).decode()
     if taken_by != str(rank):
         raise RpcInitError(f"duplicate worker name {name!r}: rank {taken_by} already uses it")

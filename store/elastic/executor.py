@@ -9,12 +9,14 @@ liveness key changes, or until the next moment a time-based decision can change.
 """
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
-from typing import Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from actors.runtime.process.log import get_logger
+from actors.runtime.process.waits import SlowWait
 from store.elastic.backend import RendezvousBackend
 from store.elastic.errors import RendezvousClosedError, RendezvousTimeoutError
 from store.elastic.liveness import NodeLiveness
@@ -135,6 +137,7 @@ class StateHolder:
 
 
 StateHandler = Callable[[RendezvousContext, float], Action]
+Describe = Callable[[RendezvousContext, float], Any]
 _ROUTINE = frozenset({Action.SYNC, Action.KEEP_ALIVE, Action.FINISH})
 
 
@@ -166,8 +169,20 @@ class OpExecutor:
         """Held while an operation or a query uses the state holder."""
         return self._lock
 
-    def run(self, op: StateHandler, deadline: float, operation: str) -> RendezvousState:
-        """Sync, decide and apply until `op` says FINISH; the closed or timeout error otherwise."""
+    def run(self, op: StateHandler, deadline: float, operation: str,
+            describe: Optional[Describe] = None) -> RendezvousState:
+        """Sync, decide and apply until `op` says FINISH; the closed or timeout error otherwise.
+
+        With `describe`, a long wait reports `describe(context, deadline)` of the latest
+        sync (a `SlowWait`): the executor then also wakes when a report is due.
+        """
+        latest: List[RendezvousContext] = []
+        report = SlowWait(lambda: describe(latest[-1], deadline)) if describe else None
+        with report or contextlib.nullcontext():
+            return self._run(op, deadline, operation, report, latest)
+
+    def _run(self, op: StateHandler, deadline: float, operation: str,
+             report: Optional[SlowWait], latest: List[RendezvousContext]) -> RendezvousState:
         settings = self._settings
         races_lost = 0
         while True:
@@ -200,6 +215,10 @@ class OpExecutor:
                     self._holder.mark_dirty()
                     continue
                 wait = self._sync_wait(ctx, deadline)
+                if report is not None:
+                    latest[:] = [ctx]
+                    report.tick()
+                    wait = min(wait, report.next_in())
             self._changed.wait_since(generation, wait)
 
     def _sync_wait(self, ctx: RendezvousContext, deadline: float) -> float:

@@ -20,6 +20,7 @@ from store.elastic.executor import ChangeSignal, OpExecutor, StateHandler, State
 from store.elastic.info import RendezvousInfo, RendezvousStoreInfo
 from store.elastic.liveness import NodeLiveness
 from store.elastic.operators import CloseOp, ExitOp, JoinOp, KeepAliveOp
+from store.elastic.waiting import join_wait
 from store.elastic.settings import (NodeDesc, RendezvousSettings, RendezvousTimeout, Seconds,
                                     new_node_desc)
 from store.prefix_store import PrefixStore
@@ -127,7 +128,7 @@ class DynamicRendezvousHandler:
         self._liveness.announce(self._node)
         deadline = self._clock() + self._settings.timeout.join
         self._run(ExitOp(), deadline, "exit")
-        state = self._run(JoinOp(), deadline, "join")
+        state = self._executor.run(JoinOp(), deadline, "join", describe=join_wait)
         self._watch_peers(state)
         self._start_heartbeats()
         rank, world_size = state.participants[self._node], len(state.participants)

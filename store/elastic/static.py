@@ -49,7 +49,9 @@ class StaticRendezvousHandler:
         self._round += 1
         round_store = PrefixStore(f"round/{self._round}", self._store)
         try:
-            barrier(round_store, "joined", self._world_size, self._timeout)
+            barrier(round_store, "joined", self._world_size, self._timeout,
+                    label=f"static rendezvous {self._run_id!r} round {self._round}",
+                    members="nodes")
         except StoreTimeoutError as exc:
             raise RendezvousTimeoutError(
                 f"not every one of the {self._world_size} nodes entered round {self._round} "

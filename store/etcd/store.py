@@ -21,14 +21,15 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from actors.runtime.process.log import get_logger
 from actors.runtime.concurrency.threads import start_thread
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
-from store.errors import QueueEmptyError, StoreError, StoreTimeoutError
+from store.errors import QueueEmptyError, StoreError
 from store.keyspace import INTERNAL_PREFIX, KeySpace
+from store.waiting import block
 from store.watch import WatchDispatcher
 
 from .gateway import (Event, Gateway, UncertainWriteError, delete_op, prefix_end, put_op,
@@ -94,7 +95,8 @@ class EtcdStore(Store):
 
     def get(self, key: str) -> bytes:
         key = check_key(key)
-        return self._block(lambda: self._read_all([key]), "get", self.timeout_seconds)[0]
+        return self._block(lambda: self._read_all([key]), "get", [key],
+                           self.timeout_seconds)[0]
 
     def add(self, key: str, amount: int) -> int:
         key, amount = check_key(key), check_amount(amount)
@@ -130,11 +132,12 @@ class EtcdStore(Store):
 
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
         keys = check_keys(keys)
-        self._block(lambda: self._read_all(keys), "wait", self._timeout_or_default(timeout))
+        self._block(lambda: self._read_all(keys), "wait", keys, self._timeout_or_default(timeout))
 
     def multi_get(self, keys: Sequence[str]) -> list:
         keys = check_keys(keys)
-        return self._block(lambda: self._read_all(keys), "multi_get", self.timeout_seconds)
+        return self._block(lambda: self._read_all(keys), "multi_get", keys,
+                           self.timeout_seconds)
 
     def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
         keys = check_keys(keys)
@@ -159,7 +162,7 @@ class EtcdStore(Store):
     def queue_pop(self, key: str, block: bool = True, timeout: Optional[Timeout] = None) -> bytes:
         key = check_key(key)
         if block:
-            return self._block(lambda: self._pop(key), "queue_pop",
+            return self._block(lambda: self._pop(key), "queue_pop", [key],
                                self._timeout_or_default(timeout), self._queue(key))
         value = self._pop(key)[0]
         if value is None:
@@ -301,33 +304,42 @@ class EtcdStore(Store):
             return None, revision, missing
         return [kvs[0].value for kvs in reads], revision, []
 
-    def _block(self, attempt: Callable[[], Attempt], operation: str, timeout: float,
-               watched: Optional[bytes] = None) -> T:
+    def _block(self, attempt: Callable[[], Attempt], operation: str, keys: List[str],
+               timeout: float, watched: Optional[bytes] = None) -> T:
         """`attempt()` until it answers, woken by changes under `watched` (the plain keys
         by default) from the revision it read; StoreTimeoutError naming what is missing
         once `timeout` seconds pass (0: wait forever)."""
-        deadline = time.monotonic() + timeout if timeout else None
-        result, revision, missing = attempt()
-        if result is not None:
-            return result
         changed = threading.Event()
-        start = watched or self._keys
-        stop = self._etcd.watch(start, prefix_end(start), revision + 1,
-                                lambda event: changed.set())
-        try:
+        stops: List[Callable[[], None]] = []
+        missing: List[str] = list(keys)
+
+        def attempt_for(seconds: float) -> Tuple[bool, Any]:
+            until = time.monotonic() + seconds
+            if not stops:  # the first slice reads, then watches from what it read
+                result, revision, missing[:] = attempt()
+                if result is not None:
+                    return True, result
+                start = watched or self._keys
+                stops.append(self._etcd.watch(start, prefix_end(start), revision + 1,
+                                              lambda event: changed.set()))
             while True:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    raise StoreTimeoutError(operation, missing, timeout)
+                remaining = until - time.monotonic()
+                if remaining <= 0:
+                    return False, list(missing)
                 # Bounded slices, so that a close() from another thread is noticed.
-                if changed.wait(1.0 if remaining is None else min(remaining, 1.0)):
+                if changed.wait(min(remaining, 1.0)):
                     changed.clear()
-                    result, _, missing = attempt()
+                    result, _, missing[:] = attempt()
                     if result is not None:
-                        return result
+                        return True, result
                 self._check_open()
+
+        try:
+            return block(attempt_for, operation, keys, timeout or None,
+                         where=f"{self.endpoint} {self.prefix}")
         finally:
-            stop()
+            for stop in stops:
+                stop()
 
     # ---- lifecycle --------------------------------------------------------------------
 

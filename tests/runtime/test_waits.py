@@ -2,7 +2,7 @@
 import pytest
 import structlog
 
-from actors.runtime.process.waits import SlowWait, when_due
+from actors.runtime.process.waits import SlowWait, reported_by, when_due
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -53,3 +53,27 @@ def test_bad_settings_fall_back_to_the_defaults(monkeypatch):
     monkeypatch.setenv("ACTORGRAD_WAIT_WARN_EVERY", "-1")
     wait = SlowWait(str)
     assert (wait.after, wait.every) == (10.0, 30.0)
+
+
+def test_a_wait_inside_an_entered_one_stays_silent(monkeypatch):
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "1")
+    clock = Clock()
+    with SlowWait(lambda: "store barrier 'x': 3 of 4 arrived", clock=clock) as outer:
+        inner = SlowWait(lambda: "store wait for key 'x/open'", clock=clock)
+        clock.now += 5
+        with structlog.testing.capture_logs() as logs:
+            assert inner.next_in() == float("inf") and not inner.tick()
+            assert outer.tick()
+    assert [e["event"] for e in logs] == ["store barrier 'x': 3 of 4 arrived for 5.0 s"]
+    assert not SlowWait(str, clock=clock).silent  # the outer one was left
+
+
+def test_a_command_takes_the_reports_instead_of_the_log(monkeypatch):
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "1")
+    clock, told = Clock(), []
+    with reported_by(lambda what, seconds: told.append((what, seconds))):
+        wait = SlowWait(lambda: ("nodes", 1, 2), clock=clock)
+    clock.now += 1.5
+    with structlog.testing.capture_logs() as logs:
+        assert wait.tick()
+    assert told == [(("nodes", 1, 2), 1.5)] and logs == []

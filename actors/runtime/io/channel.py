@@ -16,7 +16,7 @@ import itertools
 import threading
 import time
 import weakref
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 import zmq
 
@@ -26,6 +26,7 @@ from .context import process_context
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
 from ..protocol.remote_errors import exception_from_payload
+from ..process.waits import SlowWait
 from .sockets import (EVENTS, HANDSHAKE_FAILED, POLLIN, REFUSED, close_monitored, open_dealer,
                       recv_frames, recv_monitor_event, send_frames)
 
@@ -88,10 +89,11 @@ class Channel:
         self._connection(self.connect_timeout if timeout is None else timeout)
 
     def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None, *,
-             json: bool = False) -> Any:
+             json: bool = False, waiting: Optional[Callable[[], Any]] = None) -> Any:
         """Send a request and return the reply's payload, or raise the error it carries.
 
-        `json` sends it in the JSON codec (the reply comes back in it too).
+        `json` sends it in the JSON codec (the reply comes back in it too). `waiting()`
+        is called every receive slice while no reply has come (to report a long wait).
 
         PeerLostError: the connection is down or dropped during the call;
         RequestTimeoutError: no reply within `timeout` seconds (None waits forever).
@@ -117,6 +119,8 @@ class Channel:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise RequestTimeoutError(
                         f"no reply from {self.address} within {timeout:g}s") from None
+                if waiting is not None:
+                    waiting()
                 continue
             header = envelope.read_header(reply)
             if header.req_id != req_id or not header.flags & RESPONSE:
@@ -153,16 +157,22 @@ class Channel:
         if conn.ever_connected:
             raise PeerLostError(self.address, "connection lost")
         deadline = time.monotonic() + connect_timeout
-        while not conn.connected:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not conn.monitor.poll(int(remaining * 1000) + 1):
-                if conn.connected:
-                    break
-                raise PeerLostError(self.address,
-                                    f"could not connect within {connect_timeout:g}s")
-            conn.read_monitor()
-            if conn.refused:
-                self._refused(conn)
+        with SlowWait(lambda: f"connecting to {self.address}: nothing answers there yet"
+                      ) as report:
+            while not conn.connected:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or not conn.monitor.poll(
+                        int(min(remaining, report.next_in()) * 1000) + 1):
+                    if conn.connected:
+                        break
+                    if time.monotonic() < deadline:
+                        report.tick()  # woken to say what it waits for
+                        continue
+                    raise PeerLostError(self.address,
+                                        f"could not connect within {connect_timeout:g}s")
+                conn.read_monitor()
+                if conn.refused:
+                    self._refused(conn)
         return conn
 
     def _refused(self, conn: _Connection) -> None:
