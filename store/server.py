@@ -323,15 +323,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if args.no_pickle:
         allow_pickle(False)
+    # Before the server serves: a client may finish and a SIGTERM arrive at once.
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
     try:
         server = StoreServer(args.host, args.port).start()
     except OSError as exc:
         log.info("store_server_failed", host=args.host, port=args.port, error=str(exc))
         say("store.server", f"cannot listen on {args.host}:{args.port}: {exc}")
         return 1
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
     log.info("store_server_serving", host=args.host, port=server.port, safe_mode=args.no_pickle)
     say("store.server", f"listening on {args.host}:{server.port}"
         f"{' (safe mode: JSON only)' if args.no_pickle else ''}; clients: "

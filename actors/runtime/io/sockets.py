@@ -32,6 +32,7 @@ HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_F
                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 # The monitor reports when the handshake with the peer is done, refused, and when the
 # connection drops.
+RECONNECT_MS, RECONNECT_MAX_MS = 5, 200  # first retry of a refused connection, and the cap
 MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILED
 REFUSED = "the peer refused the handshake: it does not authorise this process's CURVE key, " \
           "or one side uses CURVE and the other does not"
@@ -100,6 +101,10 @@ def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int, heartbeat_tim
     """
     dealer = new_socket(ctx, zmq.DEALER, heartbeat_ms, heartbeat_timeout_ms, server=False,
                         routing_id=routing_id)
+    # Peers of a job start together, and a client often tries before its server listens:
+    # retry soon, then back off (libzmq waits 100 ms between attempts by default).
+    dealer.setsockopt(zmq.RECONNECT_IVL, RECONNECT_MS)
+    dealer.setsockopt(zmq.RECONNECT_IVL_MAX, RECONNECT_MAX_MS)
     monitor = open_monitor(dealer, events)
     try:
         dealer.connect(address)

@@ -94,8 +94,9 @@ def _passes(level: int) -> bool:
     if level >= threshold():
         return True
     if _ours is None:  # not configured yet: an application's own configuration counts
-        structlog = sys.modules.get("structlog")
-        return structlog is not None and structlog.is_configured()
+        # getattr: another thread may be importing structlog right now.
+        is_configured = getattr(sys.modules.get("structlog"), "is_configured", None)
+        return is_configured is not None and is_configured()
     return not _ours
 
 
