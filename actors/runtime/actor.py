@@ -47,6 +47,9 @@ from .protocol import ERROR, JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, Kin
 from .io.router import Router
 from .concurrency.scheduler import WorkerPool
 from .io.security import secure
+from .introspection.recorder import TRAFFIC
+from .introspection.server import IntrospectionServer
+from .introspection.status import dump_recorder
 from .protocol.remote_errors import exception_from_payload
 
 log = get_logger(__name__)
@@ -79,6 +82,7 @@ class ActorCore:
         self._peer_lost_callbacks: list = []
         self._sender_lost_callback: Optional[Callable[[bytes], None]] = None
         self._attachments: List[Attachment] = []
+        self._introspection: List[IntrospectionServer] = []
         self._req_ids = itertools.count(1)
         self._expiry: Optional[TimerHandle] = None  # the timer of the earliest deadline
         liveness = Liveness(int(heartbeat * 1000), int(heartbeat_timeout * 1000))
@@ -189,6 +193,9 @@ class ActorCore:
             attachment._detach_now()
         if self._router is not None:
             self._router.close()
+        for server in self._introspection:
+            server.close()
+        self._introspection.clear()
         self._fail_requests(lambda p: True, ActorStoppedError(f"actor {self.name} stopped"))
         log.info("actor_stopped", actor=self.name, address=self.address)
 
@@ -273,6 +280,24 @@ class ActorCore:
     def in_io_thread(self) -> bool:
         return self._mailbox.in_io_thread()
 
+    def serve_introspection(self, host: str = "127.0.0.1") -> str:
+        """Answer STATUS, STACKS and RECORDER (docs/PROTOCOL.md) on this actor's I/O
+        thread, at a new ``tcp://host:port``, returned; the socket closes with the actor.
+
+        The I/O thread answers even while every worker thread is busy or blocked.
+        """
+        if self._stopped:
+            raise ActorStoppedError(f"actor {self.name} is stopped")
+        liveness = self._peers.liveness
+        server = IntrospectionServer(host, liveness.heartbeat_ms, liveness.timeout_ms)
+        self._introspection.append(server)
+        if self._started:
+            self._mailbox.call_soon(self._mailbox.watch, server.socket, zmq.POLLIN,
+                                    server.on_ready)
+        else:
+            self._mailbox.watch(server.socket, zmq.POLLIN, server.on_ready)
+        return server.address
+
     # ---- outgoing -----------------------------------------------------------------
 
     def request(self, peer: str, kind: int, payload: Any = None,
@@ -299,12 +324,14 @@ class ActorCore:
         except ActorStoppedError:
             self._peers.forget(req_id)
             raise
+        TRAFFIC.sent(kind, frames, peer, req_id)
         return future
 
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:
         """Send a one-way message to `peer` (no reply, no future)."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
         self._mailbox.send_to_peer(peer, frames)
+        TRAFFIC.sent(kind, frames, peer, 0)
 
     def reply(self, msg: Message, payload: Any) -> None:
         """Answer request `msg` with `payload`, in the codec it came in; any thread."""
@@ -316,13 +343,15 @@ class ActorCore:
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
         self._send_to_sender(msg.sender, frames)
+        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
         """Answer request `msg` with an error reply describing `exc`; any thread."""
         if msg.oneway or msg.sender is None:
             return
-        self._send_to_sender(msg.sender,
-                             envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
+        frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
+        self._send_to_sender(msg.sender, frames)
+        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id)
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
         """Send an unsolicited event to the sender of request `msg`, tagged with its id."""
@@ -370,6 +399,7 @@ class ActorCore:
         self._expiry = None
         try:
             for pending in self._peers.expired(time.monotonic()):
+                dump_recorder("request_timeout")
                 pending.future.set_exception(RequestTimeoutError(
                     f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
                     f"{pending.timeout:g}s"))
@@ -385,6 +415,7 @@ class ActorCore:
         if header.flags & PUSH:
             self._on_push(peer, header, frames)
             return
+        TRAFFIC.received(header.kind, frames, peer, header.req_id)
         pending = self._peers.forget(header.req_id)
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
@@ -478,6 +509,7 @@ class ActorCore:
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
             payload = envelope.read_payload(header, frames)
+            TRAFFIC.received(header.kind, frames, identity, header.req_id)
             return registration, Message(header.kind, header.req_id, header.flags, payload,
                                          sender=identity)
         except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised
@@ -570,5 +602,6 @@ def _delegate(name: str) -> property:
 
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
               "report_lost", "on_push", "request", "notify", "reply", "reply_error", "push",
-              "call_later", "call_soon", "close_soon", "attach", "deliver_sent"):
+              "call_later", "call_soon", "close_soon", "attach", "deliver_sent",
+              "serve_introspection"):
     setattr(Actor, _name, _delegate(_name))

@@ -24,6 +24,8 @@ from zmq.utils.monitor import recv_monitor_message
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
 from .context import process_context
+from ..introspection.recorder import TRAFFIC
+from ..introspection.status import dump_recorder
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
 from ..protocol.remote_errors import exception_from_payload
@@ -103,6 +105,7 @@ class Channel:
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
         send_frames(conn.socket, frames)
+        TRAFFIC.sent(kind, frames, self.address, req_id)
         about_to_block()
         while True:
             try:
@@ -116,10 +119,12 @@ class Channel:
                 if not conn.connected or conn.drops != drops:
                     raise PeerLostError(self.address, "connection lost") from None
                 if deadline is not None and time.monotonic() >= deadline:
+                    dump_recorder("request_timeout")
                     raise RequestTimeoutError(
                         f"no reply from {self.address} within {timeout:g}s") from None
                 continue
             header = envelope.read_header(reply)
+            TRAFFIC.received(header.kind, reply, self.address, header.req_id)
             if header.req_id != req_id or not header.flags & RESPONSE:
                 continue  # the late answer to an earlier call that timed out
             result = envelope.read_payload(header, reply)

@@ -51,6 +51,9 @@ class Kind(enum.IntEnum):
     PROTOCOL_ERROR = 0x0000  # reply to a message whose header could not be read
     PING = 0x0001
     HEARTBEAT = 0x0002
+    STATUS = 0x0003  # JSON: what this process is doing (answered by an I/O thread)
+    STACKS = 0x0004  # JSON: the Python stack of every thread
+    RECORDER = 0x0005  # JSON: the flight recorder's entries
 
     STORE_SET = 0x0100
     STORE_GET = 0x0101
