@@ -12,7 +12,7 @@ import os
 import socket
 from typing import Any, Dict, List, Optional
 
-from actors.runtime.introspection import status
+from actors.runtime.introspection import signals, status
 from actors.runtime.process.log import get_logger
 
 log = get_logger(__name__)
@@ -24,6 +24,7 @@ def publish(store: Any, role: str, address: str, name: Optional[str], rank: Opti
             ) -> None:
     """Tell the job's `store` where this process answers introspection (best effort)."""
     status.set_identity(name, rank)
+    signals.install()
     entry = {"address": address, "role": role, "name": name, "rank": rank,
              "pid": os.getpid(), "host": socket.gethostname()}
     try:

@@ -162,7 +162,8 @@ class ProcessGroup:
         self._thread: Optional[threading.Thread] = None
         self._destroyed = False
         self.current: Optional[Call] = None  # the call running now
-        self.last: Optional[tuple] = None  # (describe, step, monotonic end) of the last one
+        # (describe, step, monotonic end, error text or None) of the last call
+        self.last: Optional[tuple] = None
         _groups.add(self)
 
     def run(self, describe: tuple, body: Callable[[Call], Any], async_op: bool) -> Any:
@@ -215,12 +216,16 @@ class ProcessGroup:
     def _execute(self, body: Callable[[Call], Any], call: Call) -> Any:
         self.current = call
         TRAFFIC.note(OP_START, self.id, call.describe[0], call.step, 0, None)
+        error = None
         try:
             return body(call)
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
         finally:
             self.current = None
-            self.last = (call.describe, call.step, time.monotonic())
-            TRAFFIC.note(OP_END, self.id, call.describe[0], call.step, 0, None)
+            self.last = (call.describe, call.step, time.monotonic(), error)
+            TRAFFIC.note(OP_END, self.id, call.describe[0], call.step, 0, error)
 
     def status(self) -> Dict[str, Any]:
         """What this group runs now and ran last, for STATUS."""
@@ -238,7 +243,7 @@ class ProcessGroup:
                 "size": self.size, "current": current,
                 "last": None if last is None else {
                     "op": last[0][0], "call": _render(last[0]), "step": last[1],
-                    "ago_s": round(now - last[2], 3)}}
+                    "ago_s": round(now - last[2], 3), "error": last[3]}}
 
     def destroy(self) -> None:
         """Refuse new calls and end the background thread once its work is done."""

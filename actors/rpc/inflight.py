@@ -24,7 +24,7 @@ class CallTable:
         self._tokens = itertools.count(1)
         # token -> (caller name, fn, thread ident, thread name, start)
         self.serving: Dict[int, tuple] = {}
-        # token -> (callee name, fn or kind, start, timeout in seconds or None)
+        # token -> (callee name, fn or kind, thread ident, start, timeout in seconds or None)
         self.waiting: Dict[int, tuple] = {}
 
     def serve_started(self, caller: str, fn: Any) -> int:
@@ -41,7 +41,7 @@ class CallTable:
 
     def wait_started(self, callee: str, what: Any, timeout: Optional[float]) -> int:
         token = next(self._tokens)
-        self.waiting[token] = (callee, what, time.monotonic(), timeout)
+        self.waiting[token] = (callee, what, threading.get_ident(), time.monotonic(), timeout)
         return token
 
     def wait_ended(self, token: int) -> None:
@@ -53,9 +53,10 @@ class CallTable:
         serving = [{"caller": caller, "function": describe_callable(fn), "thread": ident,
                     "thread_name": name, "age_s": round(now - start, 3)}
                    for caller, fn, ident, name, start in list(self.serving.values())]
-        waiting = [{"peer": peer, "function": _what(what), "age_s": round(now - start, 3),
+        waiting = [{"peer": peer, "function": _what(what), "thread": ident,
+                    "age_s": round(now - start, 3),
                     "deadline_in_s": None if not timeout else round(start + timeout - now, 3)}
-                   for peer, what, start, timeout in list(self.waiting.values())]
+                   for peer, what, ident, start, timeout in list(self.waiting.values())]
         return {"serving": serving, "waiting": waiting}
 
 

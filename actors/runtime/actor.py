@@ -43,7 +43,8 @@ from .concurrency.leaders import LeaderPool
 from .process.log import get_logger
 from .io.mailbox import Mailbox, TimerHandle
 from .io.peers import Liveness, Pending, PeerTable
-from .protocol import ERROR, JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, Kind, kind_name
+from .protocol import (ERROR, INTROSPECTION_KINDS, JSON, ONEWAY, PROTOCOL_VERSION, PUSH,
+                       RESPONSE, Kind, kind_name)
 from .io.router import Router
 from .concurrency.scheduler import WorkerPool
 from .io.security import secure
@@ -399,7 +400,8 @@ class ActorCore:
         self._expiry = None
         try:
             for pending in self._peers.expired(time.monotonic()):
-                dump_recorder("request_timeout")
+                if pending.kind not in INTROSPECTION_KINDS:  # a probe of a hung process
+                    dump_recorder("request_timeout")
                 pending.future.set_exception(RequestTimeoutError(
                     f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
                     f"{pending.timeout:g}s"))

@@ -107,10 +107,11 @@ class Traffic:
                 continue
 
     def dump(self, reason: str, identity: Dict[str, Any], extra: Optional[dict] = None,
-             force: bool = False) -> Optional[str]:
-        """Write the recorder to a file named in a WARNING line; its path, or None when
-        the recorder is off or this reason was dumped moments ago (unless `force`)."""
-        if self.ring is None:
+             force: bool = False, even_without_recorder: bool = False) -> Optional[str]:
+        """Write the recorder (and `extra`) to a file named in a WARNING line; its path, or
+        None when the recorder is off (unless `even_without_recorder`, for `extra`'s
+        sake) or this reason was dumped moments ago (unless `force`)."""
+        if self.ring is None and not even_without_recorder:
             return None
         now = time.monotonic()
         if not force and now - self._dumped.get(reason, -_DUMP_INTERVAL) < _DUMP_INTERVAL:
@@ -118,8 +119,9 @@ class Traffic:
         self._dumped[reason] = now
         try:
             path = _dump_path(identity)
-            with open(path, "w") as out:
+            with open(path + ".part", "w") as out:
                 json.dump(recording(reason, identity, self.entries(), extra), out)
+            os.replace(path + ".part", path)  # whoever looks sees a whole file or none
         except OSError as error:
             log.warning("flight_recorder_not_written", reason=reason, error=str(error))
             return None

@@ -89,6 +89,10 @@ class Kind(enum.IntEnum):
     PG_SHARE = 0x0402  # map the sender's shared region for same-host arrays; answered with null
 
 
+# Answered by an I/O thread from JSON alone (docs/PROTOCOL.md, "Introspection").
+INTROSPECTION_KINDS = frozenset({Kind.STATUS, Kind.STACKS, Kind.RECORDER})
+
+
 class Header(NamedTuple):
     version: int
     flags: int
