@@ -163,7 +163,8 @@ def _dump_path(identity: Dict[str, Any]) -> str:
     folder = os.environ.get(DIR_VARIABLE) or os.path.join(tempfile.gettempdir(),
                                                           "actorgrad-flight")
     os.makedirs(folder, exist_ok=True)
-    who = identity.get("name") or f"pid{os.getpid()}"
+    rank = identity.get("rank")
+    who = identity.get("name") or (f"rank{rank}" if rank is not None else f"pid{os.getpid()}")
     stamp = time.strftime("%Y%m%dT%H%M%S")
     return os.path.join(folder, f"flight-{who}-{socket.gethostname()}-{os.getpid()}-"
                                 f"{stamp}-{time.monotonic_ns() % 1_000_000}.json")
