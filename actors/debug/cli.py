@@ -14,6 +14,8 @@ from . import calls, collectives, format_chain, format_stack_report, snapshot, s
 from .probe import DEFAULT_TIMEOUT, open_store, parse_store
 
 PROG = "python -m actors.debug"
+# How long to try reaching the job's store (at least; --timeout may say more).
+STORE_CONNECT_TIMEOUT = 3.0
 
 
 def _store_spec(text: str) -> str:
@@ -75,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        store = open_store(args.store)
+        store = open_store(args.store, max(args.timeout, STORE_CONNECT_TIMEOUT))
     except Exception as error:  # noqa: BLE001 - one line for the person at the shell
         print(f"{PROG}: cannot reach the job's store at {args.store}: {error}",
               file=sys.stderr)

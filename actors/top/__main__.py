@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.table import Table
 
 from actors.debug import snapshot
-from actors.debug.cli import _seconds, _store_spec
+from actors.debug.cli import STORE_CONNECT_TIMEOUT, _seconds, _store_spec
 from actors.debug.probe import DEFAULT_TIMEOUT, open_store
 from actors.top import COLUMNS, cells, rows
 
@@ -56,7 +56,7 @@ def table(found: List[dict], spec: str) -> Table:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        store = open_store(args.store)
+        store = open_store(args.store, max(args.timeout, STORE_CONNECT_TIMEOUT))
     except Exception as error:  # noqa: BLE001 - one line for the person at the shell
         print(f"{PROG}: cannot reach the job's store at {args.store}: {error}", file=sys.stderr)
         return 1
