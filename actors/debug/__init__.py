@@ -8,10 +8,16 @@ same from a shell.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Union
+import json
+import time
+from typing import Any, Dict, List, Optional, Sequence, Union
 
-from actors.runtime import Kind
+from actors.runtime import Kind, PeerLostError, RequestTimeoutError
 from actors.runtime.introspection.stacks import format_stacks
+from actors.runtime.io.channel import Channel
+
+from . import directory
+from .trace import clock_offset, file_offset, merge
 
 from .chains import Chain, call_chains, format_chain
 from .diagnosis import DEAD, HUNG, OK, Probe, diagnose
@@ -19,8 +25,13 @@ from .probe import DEFAULT_TIMEOUT, ask_job, open_store
 
 StoreLike = Union[str, Any]
 
-__all__ = ["snapshot", "calls", "stacks", "collectives", "Chain", "Probe", "OK", "DEAD",
-           "HUNG", "format_chain"]
+__all__ = ["snapshot", "calls", "stacks", "collectives", "trace", "trace_files", "Chain",
+           "Probe", "OK", "DEAD", "HUNG", "format_chain"]
+
+# Round trips per process to align its clock; the shortest one counts.
+_CLOCK_PROBES = 8
+# How far apart two hosts' wall clocks may be, for recorder files (ns).
+_FILE_CLOCK_ERROR_NS = 1_000_000
 
 
 def _store(store: StoreLike) -> Any:
@@ -61,6 +72,41 @@ def stacks(store: StoreLike, rank: Optional[int] = None,
 def collectives(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> List[str]:
     """Which collective is in progress and, for each rank not waiting in it, why."""
     return diagnose([probe for _, probe in ask_job(_store(store), Kind.STATUS, timeout)])
+
+
+def trace(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> Dict[str, Any]:
+    """Every live process's flight recorder merged into one Chrome-trace / Perfetto JSON
+    (see `actors.debug.trace`); processes that do not answer are left out."""
+    recordings = []
+    for entry in directory.entries(_store(store)):
+        channel = Channel(entry["address"], connect_timeout=timeout)
+        try:
+            best = None
+            for _ in range(_CLOCK_PROBES):
+                sent = time.monotonic_ns()
+                remote = channel.call(Kind.CLOCK, None, timeout, json=True)["monotonic_ns"]
+                received = time.monotonic_ns()
+                if best is None or received - sent < best[0]:
+                    best = (received - sent, clock_offset(sent, remote, received))
+            recording = channel.call(Kind.RECORDER, None, timeout, json=True)
+        except (PeerLostError, RequestTimeoutError):
+            continue
+        finally:
+            channel.close()
+        recording.update(offset_ns=best[1], offset_error_ns=best[0] // 2)
+        recordings.append(recording)
+    return merge(recordings)
+
+
+def trace_files(paths: Sequence[str]) -> Dict[str, Any]:
+    """`trace` from flight recorder files (after the job ended), one per process."""
+    recordings = []
+    for path in paths:
+        with open(path) as source:
+            recording = json.load(source)
+        recording.update(offset_ns=file_offset(recording), offset_error_ns=_FILE_CLOCK_ERROR_NS)
+        recordings.append(recording)
+    return merge(recordings)
 
 
 def format_stack_report(answer: Dict[str, Any]) -> str:

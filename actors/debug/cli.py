@@ -10,7 +10,8 @@ import json
 import sys
 from typing import List, Optional
 
-from . import calls, collectives, format_chain, format_stack_report, snapshot, stacks
+from . import (calls, collectives, format_chain, format_stack_report, snapshot, stacks, trace,
+               trace_files)
 from .probe import DEFAULT_TIMEOUT, open_store, parse_store
 
 PROG = "python -m actors.debug"
@@ -71,11 +72,48 @@ def build_parser() -> argparse.ArgumentParser:
                                     "the ranks waiting in it, and why each other rank is "
                                     "not there (not entered, a different call or shape, "
                                     "dead, hung).")
+    timeline = commands.add_parser(
+        "trace", prog=f"{PROG} trace", help="every process's flight recorder as one "
+        "Chrome-trace / Perfetto timeline",
+        description="Merge every process's flight recorder into one Chrome-trace JSON "
+                    "(open it in https://ui.perfetto.dev or chrome://tracing): a slice per "
+                    "call served and per collective, an arrow from each message sent to its "
+                    "receipt, clocks aligned by round trips. From a running job (--store) or "
+                    "from recorder files written after it failed (FILE ...).")
+    timeline.add_argument("files", nargs="*", metavar="FILE",
+                          help="flight recorder files (default: ask the job at --store)")
+    timeline.add_argument("--store", type=_store_spec, default=None, metavar="HOST:PORT",
+                          help="the running job's store: its MASTER_ADDR:MASTER_PORT "
+                               "(default: none; give it or FILEs)")
+    timeline.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+                          metavar="SECONDS", help="how long to wait for each process's "
+                          f"answer; a silent process is left out (default {DEFAULT_TIMEOUT:g})")
+    timeline.add_argument("-o", "--output", required=True, metavar="PATH",
+                          help="where to write the trace JSON (required)")
+    timeline.set_defaults(usage_error=timeline.error)
     return parser
+
+
+def _write_trace(args: argparse.Namespace) -> int:
+    merged = trace_files(args.files) if args.files else trace(args.store, args.timeout)
+    with open(args.output, "w") as out:
+        json.dump(merged, out)
+    flows = sum(1 for event in merged["traceEvents"] if event["ph"] == "s")
+    slices = sum(1 for event in merged["traceEvents"] if event["ph"] == "X")
+    print(f"wrote {args.output}: {slices} slices, {flows} messages")
+    return 0
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "trace":
+        if bool(args.files) == (args.store is not None):
+            args.usage_error("give either --store HOST:PORT or recorder FILEs, not both")
+        try:
+            return _write_trace(args)
+        except OSError as error:
+            print(f"{PROG} trace: {error}", file=sys.stderr)
+            return 1
     try:
         store = open_store(args.store, max(args.timeout, STORE_CONNECT_TIMEOUT))
     except Exception as error:  # noqa: BLE001 - one line for the person at the shell

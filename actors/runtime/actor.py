@@ -48,8 +48,9 @@ from .protocol import (ERROR, INTROSPECTION_KINDS, JSON, ONEWAY, PROTOCOL_VERSIO
 from .io.router import Router
 from .concurrency.scheduler import WorkerPool
 from .io.security import secure
-from .introspection.recorder import TRAFFIC
+from .introspection.recorder import ANSWERED, REPLIED, TRAFFIC
 from .introspection.server import IntrospectionServer
+from .introspection import status
 from .introspection.status import dump_recorder
 from .protocol.remote_errors import exception_from_payload
 
@@ -85,6 +86,7 @@ class ActorCore:
         self._attachments: List[Attachment] = []
         self._introspection: List[IntrospectionServer] = []
         self._req_ids = itertools.count(1)
+        self._routing_id = routing_id
         self._expiry: Optional[TimerHandle] = None  # the timer of the earliest deadline
         liveness = Liveness(int(heartbeat * 1000), int(heartbeat_timeout * 1000))
         self._peers = PeerTable(liveness)
@@ -128,6 +130,8 @@ class ActorCore:
         self._mailbox.start()
         self._pool.start()  # with workers_receive, its threads read the router
         self._started = True
+        if self.address is not None:
+            status.note_mailbox(self.address, self._routing_id)
         at_exit.track(self)
         log.info("actor_started", actor=self.name, address=self.address)
 
@@ -193,6 +197,7 @@ class ActorCore:
         for attachment in self._attachments:
             attachment._detach_now()
         if self._router is not None:
+            status.forget_mailbox(self._router.address)
             self._router.close()
         for server in self._introspection:
             server.close()
@@ -320,19 +325,20 @@ class ActorCore:
         # Registered here, not on the I/O thread, so that stop() fails it even if the
         # I/O thread never gets to send it.
         self._peers.register(req_id, Pending(future, peer, kind, timeout))
+        # Recorded before it leaves: its receipt must never come first in a timeline.
+        TRAFFIC.sent(kind, frames, peer, req_id)
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
             self._peers.forget(req_id)
             raise
-        TRAFFIC.sent(kind, frames, peer, req_id)
         return future
 
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:
         """Send a one-way message to `peer` (no reply, no future)."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
-        self._mailbox.send_to_peer(peer, frames)
         TRAFFIC.sent(kind, frames, peer, 0)
+        self._mailbox.send_to_peer(peer, frames)
 
     def reply(self, msg: Message, payload: Any) -> None:
         """Answer request `msg` with `payload`, in the codec it came in; any thread."""
@@ -343,16 +349,16 @@ class ActorCore:
             frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
+        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id, REPLIED)
         self._send_to_sender(msg.sender, frames)
-        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
         """Answer request `msg` with an error reply describing `exc`; any thread."""
         if msg.oneway or msg.sender is None:
             return
         frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
+        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id, REPLIED)
         self._send_to_sender(msg.sender, frames)
-        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id)
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
         """Send an unsolicited event to the sender of request `msg`, tagged with its id."""
@@ -417,7 +423,7 @@ class ActorCore:
         if header.flags & PUSH:
             self._on_push(peer, header, frames)
             return
-        TRAFFIC.received(header.kind, frames, peer, header.req_id)
+        TRAFFIC.received(header.kind, frames, peer, header.req_id, ANSWERED)
         pending = self._peers.forget(header.req_id)
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,

@@ -9,7 +9,9 @@ one worker thread, so all of its worker threads are blocked); and, after one
 collective that every rank completes, ``never_enters`` (rank 2 stays out of the
 second all_reduce), ``different_shape`` and ``different_op`` (rank 2 enters the
 second one with another shape, or calls broadcast), ``victim`` (rank 2 waits to be
-killed or stopped by the test while the others enter the all_reduce).
+killed or stopped by the test while the others enter the all_reduce); and
+``traffic`` (1,000 RPCs from w0 and 100 all_reduce on every rank, then it prints
+"traffic done" and waits, for a trace to be taken).
 """
 from __future__ import annotations
 
@@ -45,6 +47,27 @@ def chain(rank: int, release: str) -> None:
     actors.shutdown()
 
 
+def echo(value: object) -> object:
+    return value
+
+
+def traffic(rank: int, release: str) -> None:
+    dist.init_process_group()
+    actors.init_rpc(f"w{rank}")
+    if rank == 0:
+        futures = [actors.rpc_async(f"w{1 + i % 2}", echo, args=(i,)) for i in range(500)]
+        for i in range(500):
+            actors.rpc_sync(f"w{1 + i % 2}", echo, args=(i,))
+        actors.wait_all(futures)
+    values = np.ones(16, np.float32)
+    for _ in range(100):
+        dist.all_reduce(values)
+    print("traffic done", flush=True)
+    wait_released(release)
+    actors.shutdown()
+    dist.destroy_process_group()
+
+
 def collectives(rank: int, scenario: str, release: str) -> None:
     dist.init_process_group()
     values = np.ones(4, np.float32)
@@ -71,6 +94,8 @@ def main() -> None:
     rank = int(os.environ["RANK"])
     if scenario == "chain":
         chain(rank, release)
+    elif scenario == "traffic":
+        traffic(rank, release)
     else:
         collectives(rank, scenario, release)
 

@@ -39,9 +39,9 @@ DEFAULT_SIZE = 4096
 # One dump per reason at most this often (seconds): a hundred timeouts, one file.
 _DUMP_INTERVAL = 10.0
 
-SENT, RECEIVED, OP_START, OP_END, SERVE_START, SERVE_END = (
-    "send", "recv", "op_start", "op_end", "serve_start", "serve_end")
-EVENTS = (SENT, RECEIVED, OP_START, OP_END, SERVE_START, SERVE_END)
+SENT, RECEIVED, REPLIED, ANSWERED = "send", "recv", "send_reply", "recv_reply"
+OP_START, OP_END, SERVE_START, SERVE_END = "op_start", "op_end", "serve_start", "serve_end"
+EVENTS = (SENT, RECEIVED, REPLIED, ANSWERED, OP_START, OP_END, SERVE_START, SERVE_END)
 
 Entry = Tuple[int, str, Any, Any, int, int, Any]
 
@@ -65,8 +65,10 @@ class Traffic:
             collections.deque(maxlen=size) if size else None
         self._dumped: Dict[str, float] = {}
 
-    def sent(self, kind: int, frames: Iterable[Any], peer: Any, ident: int) -> None:
-        """Count (and record) a message of `kind` leaving for `peer`."""
+    def sent(self, kind: int, frames: Iterable[Any], peer: Any, ident: int,
+             event: str = SENT) -> None:
+        """Count (and record) a message of `kind` leaving for `peer` (`event`: SENT, or
+        REPLIED for a reply)."""
         size = sum(map(len, frames))
         counts = self.counts.get(kind)
         if counts is None:
@@ -75,10 +77,12 @@ class Traffic:
         counts[3] += size
         ring = self.ring
         if ring is not None:
-            ring.append((time.monotonic_ns(), SENT, peer, kind, ident, size, None))
+            ring.append((time.monotonic_ns(), event, peer, kind, ident, size, None))
 
-    def received(self, kind: int, frames: Iterable[Any], peer: Any, ident: int) -> None:
-        """Count (and record) a message of `kind` that came from `peer`."""
+    def received(self, kind: int, frames: Iterable[Any], peer: Any, ident: int,
+                 event: str = RECEIVED) -> None:
+        """Count (and record) a message of `kind` that came from `peer` (`event`:
+        RECEIVED, or ANSWERED for a reply)."""
         size = sum(map(len, frames))
         counts = self.counts.get(kind)
         if counts is None:
@@ -87,7 +91,7 @@ class Traffic:
         counts[1] += size
         ring = self.ring
         if ring is not None:
-            ring.append((time.monotonic_ns(), RECEIVED, peer, kind, ident, size, None))
+            ring.append((time.monotonic_ns(), event, peer, kind, ident, size, None))
 
     def note(self, event: str, peer: Any, kind: Any, ident: int, size: int, what: Any) -> None:
         """Record a step that is not a message (a collective, a call served)."""

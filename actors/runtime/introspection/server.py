@@ -12,6 +12,7 @@ input gets an error answer; nothing a peer sends can stop the actor.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Dict, List
 
 import zmq
@@ -23,7 +24,7 @@ from ..io.context import process_context
 from ..io.sockets import new_socket, recv_frames, send_frames
 from .recorder import TRAFFIC, recording
 from .stacks import thread_stacks
-from .status import identity, process_status
+from .status import endpoints, identity, process_status
 
 log = get_logger(__name__)
 
@@ -32,13 +33,14 @@ _BATCH = 16
 
 
 def _recorder(_: Any) -> Dict[str, Any]:
-    return recording("asked", identity(), TRAFFIC.entries())
+    return recording("asked", identity(), TRAFFIC.entries(), endpoints())
 
 
 ANSWERS: Dict[int, Callable[[Any], Any]] = {
     Kind.STATUS: lambda _: process_status(),
     Kind.STACKS: lambda _: {**identity(), "threads": thread_stacks()},
     Kind.RECORDER: _recorder,
+    Kind.CLOCK: lambda _: {"monotonic_ns": time.monotonic_ns()},
 }
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from .recorder import TRAFFIC
 from .stacks import thread_stacks
-from .status import identity
+from .status import endpoints, identity
 
 _installed = False
 
@@ -35,5 +35,5 @@ def install() -> bool:
 
 def _on_signal(signum: int, frame: Any) -> None:
     del frame
-    TRAFFIC.dump("SIGUSR1", identity(), extra={"threads": thread_stacks()}, force=True,
-                 even_without_recorder=True)
+    TRAFFIC.dump("SIGUSR1", identity(), extra={"threads": thread_stacks(), **endpoints()},
+                 force=True, even_without_recorder=True)

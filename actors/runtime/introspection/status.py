@@ -22,6 +22,7 @@ _started_wall = time.time()
 _started = time.monotonic()
 _identity: Dict[str, Any] = {"name": None, "rank": None}
 _sections: Dict[str, Callable[[], Any]] = {}
+_mailboxes: Dict[str, Optional[str]] = {}  # address -> the routing id its actor presents (hex)
 
 
 def set_identity(name: Optional[str] = None, rank: Optional[int] = None) -> None:
@@ -35,6 +36,23 @@ def set_identity(name: Optional[str] = None, rank: Optional[int] = None) -> None
 def identity() -> Dict[str, Any]:
     """``{"name", "rank", "pid", "host"}`` of this process."""
     return {**_identity, "pid": os.getpid(), "host": socket.gethostname()}
+
+
+def note_mailbox(address: str, routing_id: Optional[bytes]) -> None:
+    """An actor of this process listens at `address` and presents `routing_id` to peers."""
+    _mailboxes[address] = None if routing_id is None else routing_id.hex()
+
+
+def forget_mailbox(address: str) -> None:
+    _mailboxes.pop(address, None)
+
+
+def endpoints() -> Dict[str, list]:
+    """Where this process's actors listen, and the identities they present: what lets a
+    trace tell which process a recorder entry's peer is."""
+    mailboxes = dict(_mailboxes)
+    return {"mailboxes": sorted(mailboxes),
+            "identities": sorted(i for i in mailboxes.values() if i is not None)}
 
 
 def add_section(name: str, provider: Callable[[], Any]) -> None:
@@ -72,7 +90,7 @@ def process_status(traffic: Traffic = TRAFFIC) -> Dict[str, Any]:
         "started_at": _started_wall, "monotonic_ns": time.monotonic_ns(),
         "rss_bytes": rss_bytes(), "cpu_s": round(time.process_time(), 3),
         "threads": len(sys._current_frames()), "messages": traffic_table(traffic),
-        "recorder": traffic.ring is not None,
+        "recorder": traffic.ring is not None, **endpoints(),
     }
     for name, provider in list(_sections.items()):
         try:
@@ -84,4 +102,4 @@ def process_status(traffic: Traffic = TRAFFIC) -> Dict[str, Any]:
 
 def dump_recorder(reason: str, force: bool = False) -> Optional[str]:
     """Write the flight recorder to a file for `reason` (see `Traffic.dump`)."""
-    return TRAFFIC.dump(reason, identity(), force=force)
+    return TRAFFIC.dump(reason, identity(), extra=endpoints(), force=force)

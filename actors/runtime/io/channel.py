@@ -24,7 +24,7 @@ from zmq.utils.monitor import recv_monitor_message
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
 from .context import process_context
-from ..introspection.recorder import TRAFFIC
+from ..introspection.recorder import ANSWERED, TRAFFIC
 from ..introspection.status import dump_recorder
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
@@ -104,8 +104,8 @@ class Channel:
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
+        TRAFFIC.sent(kind, frames, self.address, req_id)  # before: see ActorCore.request
         send_frames(conn.socket, frames)
-        TRAFFIC.sent(kind, frames, self.address, req_id)
         about_to_block()
         while True:
             try:
@@ -124,7 +124,7 @@ class Channel:
                         f"no reply from {self.address} within {timeout:g}s") from None
                 continue
             header = envelope.read_header(reply)
-            TRAFFIC.received(header.kind, reply, self.address, header.req_id)
+            TRAFFIC.received(header.kind, reply, self.address, header.req_id, ANSWERED)
             if header.req_id != req_id or not header.flags & RESPONSE:
                 continue  # the late answer to an earlier call that timed out
             result = envelope.read_payload(header, reply)

@@ -54,6 +54,7 @@ class Kind(enum.IntEnum):
     STATUS = 0x0003  # JSON: what this process is doing (answered by an I/O thread)
     STACKS = 0x0004  # JSON: the Python stack of every thread
     RECORDER = 0x0005  # JSON: the flight recorder's entries
+    CLOCK = 0x0006  # JSON: the process's monotonic clock now, to align recorders
 
     STORE_SET = 0x0100
     STORE_GET = 0x0101
@@ -90,7 +91,7 @@ class Kind(enum.IntEnum):
 
 
 # Answered by an I/O thread from JSON alone (docs/PROTOCOL.md, "Introspection").
-INTROSPECTION_KINDS = frozenset({Kind.STATUS, Kind.STACKS, Kind.RECORDER})
+INTROSPECTION_KINDS = frozenset({Kind.STATUS, Kind.STACKS, Kind.RECORDER, Kind.CLOCK})
 
 
 class Header(NamedTuple):
