@@ -50,6 +50,7 @@ def test_help_names_the_command_as_invoked_and_every_argument_with_its_default()
         assert text in view.stdout, text
 
 
+@pytest.mark.slow
 def test_a_store_nobody_serves_is_one_line_and_exit_1():
     out = run("actors.debug", "calls", "--store", f"127.0.0.1:{free_port()}", "--timeout", "0.5")
     assert out.returncode == 1 and "Traceback" not in out.stderr

@@ -17,7 +17,7 @@ from tests.debugging.jobs import job
 from tests.subprocesses import ROOT
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(120)
 
 SLOW_WAIT = {"ACTORGRAD_WAIT_WARN_AFTER": "0.3", "ACTORGRAD_WAIT_WARN_EVERY": "30"}
 

@@ -16,7 +16,7 @@ from tests.debugging.jobs import job
 from tests.subprocesses import ROOT
 from tests.waiting import wait_until
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+pytestmark = pytest.mark.timeout(120)
 
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 

@@ -34,6 +34,7 @@ def _check_timeline(trace: dict) -> None:
     assert sum(e["name"] == "__main__.echo" for e in slices) == 1000
 
 
+@pytest.mark.slow
 def test_a_trace_of_many_calls_and_collectives_orders_every_send_before_its_receipt(tmp_path):
     with job("traffic", tmp_path, env=BIG_RECORDER) as running:
         assert wait_until(lambda: all("traffic done" in running.log(r) for r in range(3)), 90,

@@ -87,8 +87,8 @@ class IntrospectionServer:
             handler = ANSWERS.get(header.kind)
             if handler is None:
                 raise UnknownKindError(f"{kind_name(header.kind)} is not an introspection kind")
-            payload = envelope.read_payload(header, frames)
-            TRAFFIC.received(header.kind, frames, "introspection", req_id)
+            payload = envelope.read_payload(header, frames)  # not counted: the job's
+            # traffic is what an observer asks about, not its own questions
             return envelope.encode(header.kind, req_id, handler(payload), RESPONSE | JSON)
         except Exception as error:  # noqa: BLE001 - bad input is answered, never raised
             log.warning("bad_introspection_request", kind=kind_name(kind), error=str(error))
