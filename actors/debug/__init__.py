@@ -8,9 +8,10 @@ same from a shell.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import time
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from actors.runtime import Kind, PeerLostError, RequestTimeoutError
 from actors.runtime.introspection.stacks import format_stacks
@@ -34,15 +35,26 @@ _CLOCK_PROBES = 8
 _FILE_CLOCK_ERROR_NS = 1_000_000
 
 
-def _store(store: StoreLike) -> Any:
-    return open_store(store) if isinstance(store, str) else store
+@contextlib.contextmanager
+def _store(store: StoreLike) -> Iterator[Any]:
+    """The store itself, or a client of ``"HOST:PORT"`` closed after use."""
+    if not isinstance(store, str):
+        yield store
+        return
+    client = open_store(store)
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def snapshot(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> List[Dict[str, Any]]:
     """Every process's STATUS, plus ``"state"`` (ok, dead or hung) and ``"address"``;
     a process that did not answer has its published name and rank and a ``"reason"``."""
     found = []
-    for entry, probe in ask_job(_store(store), Kind.STATUS, timeout):
+    with _store(store) as opened:
+        answers = ask_job(opened, Kind.STATUS, timeout)
+    for entry, probe in answers:
         status = dict(probe.status or {"name": entry.get("name"), "rank": entry.get("rank"),
                                        "pid": entry.get("pid"), "host": entry.get("host")})
         status.update(state=probe.state, address=entry["address"])
@@ -61,7 +73,9 @@ def stacks(store: StoreLike, rank: Optional[int] = None,
            timeout: float = DEFAULT_TIMEOUT) -> List[Dict[str, Any]]:
     """Every process's (or `rank`'s) thread stacks: ``{"name", "rank", ..., "threads"}``."""
     found = []
-    for entry, probe in ask_job(_store(store), Kind.STACKS, timeout, rank):
+    with _store(store) as opened:
+        answers = ask_job(opened, Kind.STACKS, timeout, rank)
+    for entry, probe in answers:
         answer = dict(probe.status or {"name": entry.get("name"), "rank": entry.get("rank"),
                                        "threads": []})
         answer.update(state=probe.state, reason=probe.reason)
@@ -71,14 +85,17 @@ def stacks(store: StoreLike, rank: Optional[int] = None,
 
 def collectives(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> List[str]:
     """Which collective is in progress and, for each rank not waiting in it, why."""
-    return diagnose([probe for _, probe in ask_job(_store(store), Kind.STATUS, timeout)])
+    with _store(store) as opened:
+        return diagnose([probe for _, probe in ask_job(opened, Kind.STATUS, timeout)])
 
 
 def trace(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> Dict[str, Any]:
     """Every live process's flight recorder merged into one Chrome-trace / Perfetto JSON
     (see `actors.debug.trace`); processes that do not answer are left out."""
     recordings = []
-    for entry in directory.entries(_store(store)):
+    with _store(store) as opened:
+        entries = directory.entries(opened)
+    for entry in entries:
         channel = Channel(entry["address"], connect_timeout=timeout)
         try:
             best = None

@@ -136,3 +136,26 @@ def test_a_dump_goes_to_the_log_dir_and_is_written_once_per_reason_in_a_while(tm
     assert first is not None and first.startswith(str(tmp_path))
     assert traffic.dump("request_timeout", {"name": "w0"}) is None
     assert traffic.dump("rank_lost", {"name": "w0"}) is not None
+
+
+def test_sigusr1_is_taken_only_when_nobody_handles_it_and_no_other_signal_is_touched():
+    import signal
+
+    from actors.runtime.introspection import signals
+
+    def own(signum, frame):
+        pass
+
+    before = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = signal.signal(signal.SIGUSR1, own)
+    try:
+        signals.install()
+        assert signal.getsignal(signal.SIGUSR1) is own
+        assert {sig: signal.getsignal(sig) for sig in before} == before
+        errors = []
+        worker = threading.Thread(target=lambda: errors.append(signals.install()))
+        worker.start()
+        worker.join(5)
+        assert signal.getsignal(signal.SIGUSR1) is own
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
