@@ -135,18 +135,20 @@ def test_status_lists_every_process_as_json(tmp_path):
         assert current["waiting_for"] == 2 and current["bytes"] == 16
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _resources() -> set:
+    """This process's threads and open descriptors."""
+    return {("thread", t.ident) for t in threading.enumerate()} | \
+        {("fd", fd) for fd in os.listdir("/proc/self/fd")}
 
 
 def test_asking_a_job_leaves_no_thread_or_socket_behind(tmp_path):
     with job("never_enters", tmp_path) as running:
         assert wait_until(lambda: _waiting_line(running.spec, "ranks 0, 1 waiting"), 60, 0.2)
-        threads, fds = threading.active_count(), _open_fds()
+        before = _resources()  # after a first look: what the process keeps for good is in
         for _ in range(3):
             assert len(debug.snapshot(running.spec)) == 3
             debug.collectives(running.spec)
-        assert wait_until(lambda: (threading.active_count(), _open_fds()) == (threads, fds), 5)
+        assert wait_until(lambda: not _resources() - before, 5), _resources() - before
 
 
 def test_format_chain_reads_like_a_call_path():
