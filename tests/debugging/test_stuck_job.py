@@ -84,6 +84,9 @@ def test_collectives_names_a_rank_that_entered_with_another_shape(tmp_path):
     with job("different_shape", tmp_path) as running:
         assert wait_until(lambda: all("collective failed" in running.log(r) for r in range(3)),
                           60, 0.2), [running.log(r) for r in range(3)]
+        reasons = [json.loads(path.read_text())["reason"]
+                   for path in (tmp_path / "flight").glob("flight-*.json")]
+        assert "collective_mismatch" in reasons, reasons
         lines = debug.collectives(running.spec)
         assert any(re.search(r"all_reduce #1 failed on ranks 0, 1, 2: .*rank 2 called "
                              r"all_reduce\(SUM, <f4, \(8,\)\)", line) for line in lines), lines

@@ -1,7 +1,10 @@
 """STATUS, STACKS and RECORDER, answered by an actor's I/O thread over real sockets."""
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -14,6 +17,7 @@ from actors.runtime.introspection.status import add_section, remove_section
 from actors.runtime.io.channel import Channel
 from actors.runtime.io.context import process_context
 from actors.runtime.protocol import envelope
+from tests.subprocesses import ROOT
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -159,3 +163,33 @@ def test_sigusr1_is_taken_only_when_nobody_handles_it_and_no_other_signal_is_tou
         assert signal.getsignal(signal.SIGUSR1) is own
     finally:
         signal.signal(signal.SIGUSR1, previous)
+
+
+TIMEOUT_CHILD = """
+import threading
+from actors.runtime import Actor, Kind, RequestTimeoutError
+release = threading.Event()
+server = Actor(name="silent").start()
+server.register(Kind.PING, lambda msg: release.wait(10))
+client = Actor(None, name="asker").start()
+try:
+    client.request(server.address, Kind.PING, None, 0.2).wait(5)
+except RequestTimeoutError:
+    print("timed out", flush=True)
+release.set()
+client.stop()
+server.stop()
+"""
+
+
+def test_a_request_timeout_writes_the_flight_recorder_to_the_log_dir(tmp_path):
+    out = subprocess.run([sys.executable, "-c", TIMEOUT_CHILD], cwd=ROOT, capture_output=True,
+                         text=True, timeout=30,
+                         env={**os.environ, "PYTHONPATH": str(ROOT),
+                              "ACTORGRAD_LOG_DIR": str(tmp_path)})
+    assert "timed out" in out.stdout, out.stderr
+    [path] = tmp_path.glob("flight-*.json")
+    assert f"path='{path}'" in out.stderr and "flight_recorder_written" in out.stderr
+    recorded = json.loads(path.read_text())
+    assert recorded["reason"] == "request_timeout"
+    assert any(e["event"] == "send" and e["kind"] == "PING" for e in recorded["entries"])
