@@ -165,6 +165,14 @@ def _collectives(system: Any, rank: int, world: int, quick: bool) -> Dict[str, f
     return out
 
 
+def _latency(system: Any, rank: int, world: int, quick: bool) -> Dict[str, float]:
+    """The 4 KiB all_reduce alone (any system, raw pyzmq too)."""
+    array = system.array(4096)
+    run = system.dist.all_reduce
+    iters = 20 if quick else _iterations(4096)
+    return {"all_reduce_4kib_us": _timed(system.dist, lambda: run(array), iters) * 1e6}
+
+
 def _floor(system: Any, rank: int, world: int, quick: bool) -> Dict[str, float]:
     """The raw pyzmq floor: the 4 KiB all_reduce, and the barrier at 4 ranks."""
     array = system.array(4096)
@@ -262,7 +270,8 @@ def _rank(kind: str, task: str, rank: int, world: int, port: int, quick: bool,
         results.join_thread()  # delivered before the exit below
         os._exit(0)  # a group with a dead rank cannot be torn down in order
     try:
-        figures = {"collectives": _collectives, "floor": _floor, "ddp": _ddp_step}[task](
+        figures = {"collectives": _collectives, "floor": _floor, "ddp": _ddp_step,
+                   "latency": _latency}[task](
             system, rank, world, quick)
     finally:
         system.close()

@@ -70,7 +70,7 @@ def _raw_server(ready: Any) -> None:
 
 def measure(call_sync: Callable[[Any], Any], call_async: Callable[[Any], Any],
             wait: Callable[[Any], Any], calls: int, runs: int, make_array: Callable,
-            w1_only: bool = False) -> Dict:
+            w1_only: bool = False, sizes_mib: Any = SIZES_MIB) -> Dict:
     for _ in range(200):
         call_sync(1)
     latencies: List[float] = []
@@ -95,7 +95,7 @@ def measure(call_sync: Callable[[Any], Any], call_async: Callable[[Any], Any],
             wait(future)
         rates.append((calls * 4 // WINDOW + 1) * WINDOW / (time.perf_counter() - start))
     figures = dict(w1, w2_calls_per_s=round(sorted(rates)[len(rates) // 2], 1))
-    for mib in SIZES_MIB:
+    for mib in sizes_mib:
         array = make_array(mib)
         call_sync(array)
         times = []
@@ -108,7 +108,9 @@ def measure(call_sync: Callable[[Any], Any], call_async: Callable[[Any], Any],
     return figures
 
 
-def ours(calls: int, runs: int, as_users: bool = False, w1_only: bool = False) -> Dict:
+def ours(calls: int, runs: int, as_users: bool = False, w1_only: bool = False,
+         sizes_mib: Any = SIZES_MIB) -> Dict:
+    """W1-W3 of actorgrad RPC; `sizes_mib` are W3's array sizes (none: W1 and W2 only)."""
     import actors
     port = free_port()
     if as_users:
@@ -126,7 +128,8 @@ def ours(calls: int, runs: int, as_users: bool = False, w1_only: bool = False) -
             return measure(lambda x: actors.rpc_sync("worker1", fn, args=(x,)),
                            lambda x: actors.rpc_async("worker1", fn, args=(x,)),
                            lambda f: f.wait(), calls, runs,
-                           lambda mib: np.ones(mib * 262144, dtype=np.float32), w1_only)
+                           lambda mib: np.ones(mib * 262144, dtype=np.float32), w1_only,
+                           sizes_mib)
         finally:
             actors.shutdown()
 
@@ -154,7 +157,7 @@ def torch_rpc(calls: int, runs: int, as_users: bool = False, w1_only: bool = Fal
             rpc.shutdown()
 
 
-def raw(calls: int, runs: int, w1_only: bool = False) -> Dict:
+def raw(calls: int, runs: int, w1_only: bool = False, sizes_mib: Any = SIZES_MIB) -> Dict:
     import zmq
 
     with server_process(_raw_server) as port:
@@ -171,7 +174,8 @@ def raw(calls: int, runs: int, w1_only: bool = False) -> Dict:
 
         try:
             return measure(call_sync, call_async, lambda _: dealer.recv(), calls, runs,
-                           lambda mib: np.ones(mib * 262144, dtype=np.float32), w1_only)
+                           lambda mib: np.ones(mib * 262144, dtype=np.float32), w1_only,
+                           sizes_mib)
         finally:
             dealer.close(0)
             ctx.term()

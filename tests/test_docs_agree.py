@@ -80,6 +80,7 @@ def test_the_variables_the_launcher_gives_its_workers_are_the_documented_ones(mo
     agent._config = parse_args(["--nproc-per-node", "2", __file__])
     agent._config.set_omp_threads = True
     agent._restarts_left = agent._config.max_restarts
+    agent._log_dir = "/logs/run"  # as with --log-dir
     monkeypatch.setattr(os, "environ", {})  # what the launcher adds, not what it inherits
     envs = agent._worker_envs(0, 1, RendezvousStoreInfo("127.0.0.1", 1))
     monkeypatch.undo()

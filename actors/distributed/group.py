@@ -9,6 +9,10 @@ phase: a receiver whose own call differs raises CollectiveMismatchError naming b
 Calls run in the order they were made: an `async_op` call goes to the group's one
 background thread and returns a `Work`; a blocking call runs on the caller's thread,
 after the group's pending asynchronous calls.
+
+Each group keeps the call it runs (`current`) and the last one it finished, which
+STATUS reports (`groups_status`) with whom the call waits for; a call that waits
+longer than ``ACTORGRAD_WAIT_WARN_AFTER`` says so in the log (`SlowWait`).
 """
 from __future__ import annotations
 
@@ -16,16 +20,24 @@ import itertools
 import queue
 import threading
 import time
-from typing import Any, Callable, ContextManager, List, Optional, Sequence
+import weakref
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence
+
+import numpy as np
 
 from actors.runtime import Future
 from actors.runtime.concurrency.futures import FutureTimeoutError
 from actors.runtime.concurrency.threads import start_thread
+from actors.runtime.introspection import status
+from actors.runtime.introspection.recorder import OP_END, OP_START, TRAFFIC
+from actors.runtime.introspection.status import dump_recorder
+from actors.runtime.process.waits import SlowWait
 
 from .errors import CollectiveMismatchError, DistError
 from .transport import Transport
 
 _STOP = object()
+_groups: "weakref.WeakSet[ProcessGroup]" = weakref.WeakSet()
 
 
 class Work:
@@ -70,10 +82,24 @@ class Work:
 class Call:
     """One collective call on one rank: its step, its description and how to message."""
 
-    __slots__ = ("group", "step", "describe", "deadline")
+    __slots__ = ("group", "step", "describe", "deadline", "started", "delivered",
+                 "waiting_for", "slow")
 
     def __init__(self, group: "ProcessGroup", step: int, describe: tuple, deadline: float):
         self.group, self.step, self.describe, self.deadline = group, step, describe, deadline
+        self.started = time.monotonic()
+        self.delivered: set = set()  # global ranks whose messages this call took
+        self.waiting_for: Optional[int] = None  # the global rank it waits on now
+        self.slow: Optional[SlowWait] = None
+
+    def slow_wait(self) -> SlowWait:
+        """This call's report of a long wait, made when it first has to wait."""
+        if self.slow is None:
+            self.slow = SlowWait(self._waiting, since=self.started)
+        return self.slow
+
+    def _waiting(self) -> str:
+        return f"{self.describe[0]} #{self.step} waiting for rank {self.waiting_for}"
 
     def send(self, to: int, phase: Any, data: Any, keep: bool = False) -> None:
         """Send `data` to group rank `to` for `phase` of this call (`keep`: see
@@ -100,11 +126,15 @@ class Call:
         the order the receiver takes them in; so a message for another phase can only
         come from a different call."""
         group = self.group
-        sender = group.ranks[frm]
+        sender = self.waiting_for = group.ranks[frm]
         (call, sent_phase), data = group.transport.inbox.take(
             (group.id, self.step, sender), sender, group.ranks, self.deadline,
-            lambda: f"{_render(self.describe)} (step {self.step}) waiting for rank {sender}")
+            lambda: f"{_render(self.describe)} (step {self.step}) waiting for rank {sender}",
+            self.slow_wait)
+        self.waiting_for = None
+        self.delivered.add(sender)
         if call != self.describe or sent_phase != phase:
+            dump_recorder("collective_mismatch")
             group.transport.open(data)  # frees a shared array's slots
             ours, theirs = _render(self.describe), _render(call)
             if ours == theirs:  # same call, another algorithm: e.g. shared memory on one only
@@ -139,6 +169,10 @@ class ProcessGroup:
         self._pending = 0
         self._thread: Optional[threading.Thread] = None
         self._destroyed = False
+        self.current: Optional[Call] = None  # the call running now
+        # (describe, step, monotonic end, error text or None) of the last call
+        self.last: Optional[tuple] = None
+        _groups.add(self)
 
     def run(self, describe: tuple, body: Callable[[Call], Any], async_op: bool) -> Any:
         """Run collective `body` as this group's next step; a Work if `async_op`."""
@@ -159,7 +193,7 @@ class ProcessGroup:
                 self._start_thread()
                 self._queue.put((future, body, call))
         if inline:
-            return body(call)
+            return self._execute(body, call)
         if async_op:
             return Work(future)
         return future.wait()
@@ -177,7 +211,7 @@ class ProcessGroup:
                 return
             future, body, call = item
             try:
-                value = body(call)
+                value = self._execute(body, call)
             except BaseException as exc:  # noqa: BLE001 - the Work raises it
                 future.set_exception(exc)
             else:
@@ -186,6 +220,38 @@ class ProcessGroup:
                 with self._lock:
                     self._pending -= 1
             del item, future, body, call
+
+    def _execute(self, body: Callable[[Call], Any], call: Call) -> Any:
+        self.current = call
+        TRAFFIC.note(OP_START, self.id, call.describe[0], call.step, 0, None)
+        error = None
+        try:
+            return body(call)
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self.current = None
+            self.last = (call.describe, call.step, time.monotonic(), error)
+            TRAFFIC.note(OP_END, self.id, call.describe[0], call.step, 0, error)
+
+    def status(self) -> Dict[str, Any]:
+        """What this group runs now and ran last, for STATUS."""
+        now = time.monotonic()
+        call, last = self.current, self.last
+        current = None
+        if call is not None:
+            queued = self.transport.inbox.senders_waiting((self.id, call.step))
+            current = {"op": call.describe[0], "call": _render(call.describe),
+                       "describe": _plain(call.describe), "step": call.step,
+                       "bytes": size_of(call.describe), "age_s": round(now - call.started, 3),
+                       "waiting_for": call.waiting_for,
+                       "delivered": sorted(call.delivered | queued)}
+        return {"group": self.id, "ranks": list(self.ranks), "rank": self.transport.rank,
+                "size": self.size, "current": current,
+                "last": None if last is None else {
+                    "op": last[0][0], "call": _render(last[0]), "step": last[1],
+                    "ago_s": round(now - last[2], 3), "error": last[3]}}
 
     def destroy(self) -> None:
         """Refuse new calls and end the background thread once its work is done."""
@@ -196,6 +262,31 @@ class ProcessGroup:
             self._queue.put(_STOP)
             if thread is not threading.current_thread():
                 thread.join(5.0)
+
+
+def groups_status() -> List[Dict[str, Any]]:
+    """Every live group of this process, for STATUS."""
+    return [group.status() for group in list(_groups) if not group._destroyed]
+
+
+def size_of(describe: tuple) -> Optional[int]:
+    """Bytes of one rank's array in a call described as ``(name, ..., dtype, shape)``."""
+    if len(describe) >= 3 and isinstance(describe[-1], tuple) and isinstance(describe[-2], str):
+        count = 1
+        for extent in describe[-1]:
+            count *= int(extent)
+        try:
+            return count * np.dtype(describe[-2]).itemsize
+        except TypeError:
+            return None
+    return None
+
+
+def _plain(describe: tuple) -> list:
+    return [list(d) if isinstance(d, tuple) else d for d in describe]
+
+
+status.add_section("collectives", groups_status)
 
 
 def _render(describe: tuple) -> str:

@@ -14,6 +14,9 @@ import threading
 import time
 from typing import Any, Callable, Deque, Dict, Hashable, Iterable, Optional, Set, Tuple
 
+from actors.runtime.introspection.status import dump_recorder
+from actors.runtime.process.waits import SlowWait
+
 from .errors import CollectiveTimeoutError, DistError, RankLostError
 
 Key = Hashable
@@ -70,21 +73,31 @@ class Inbox:
         with self._cond:
             self._raise_if_broken(ranks)
 
+    def senders_waiting(self, prefix: tuple) -> Set[int]:
+        """The senders of messages queued under keys ``prefix + (sender,)``."""
+        size = len(prefix) + 1
+        with self._cond:
+            return {key[-1] for key in self._queues
+                    if isinstance(key, tuple) and len(key) == size and key[:-1] == prefix}
+
     def take(self, key: Key, sender: int, ranks: Iterable[int], deadline: Optional[float],
-             what: Callable[[], str]) -> Any:
+             what: Callable[[], str], slow: Optional[Callable[[], SlowWait]] = None) -> Any:
         """The oldest message under `key` from global rank `sender`, waiting until
         `deadline` (monotonic).
 
         RankLostError if one of `ranks` (the group's members) is lost meanwhile, or
         `sender` left; CollectiveTimeoutError, saying `what()` waited, at the deadline.
+        `slow()`, if given, is the wait's `SlowWait`, asked for when it must wait.
         """
-        return self.take_first((key,), (sender,), ranks, deadline, what)[1]
+        return self.take_first((key,), (sender,), ranks, deadline, what, slow)[1]
 
     def take_first(self, keys: Tuple[Key, ...], senders: Tuple[int, ...], ranks: Iterable[int],
-                   deadline: Optional[float], what: Callable[[], str]) -> Tuple[Key, Any]:
+                   deadline: Optional[float], what: Callable[[], str],
+                   slow: Optional[Callable[[], SlowWait]] = None) -> Tuple[Key, Any]:
         """`take` from whichever of `keys` (from `senders`, in the same order) has a
         message first; RankLostError once every one of `senders` has left."""
         ranks = tuple(ranks)
+        watch: Optional[SlowWait] = None
         with self._cond:
             while True:
                 for key in keys:
@@ -97,17 +110,23 @@ class Inbox:
                 self._raise_if_broken(ranks)
                 if self._left.issuperset(senders):
                     raise RankLostError(senders, f"left the group before {what()} was served")
-                if deadline is None:
-                    self._cond.wait()
-                    continue
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise CollectiveTimeoutError(f"{what()} timed out")
-                self._cond.wait(remaining)
+                timeout = None
+                if deadline is not None:
+                    timeout = deadline - time.monotonic()
+                    if timeout <= 0:
+                        dump_recorder("collective_timeout")
+                        raise CollectiveTimeoutError(f"{what()} timed out")
+                if slow is not None:
+                    watch = watch or slow()
+                    watch.tick()
+                    timeout = watch.next_in() if timeout is None else min(timeout,
+                                                                          watch.next_in())
+                self._cond.wait(timeout)
 
     def _raise_if_broken(self, ranks: Tuple[int, ...]) -> None:
         if self._closed is not None:
             raise DistError(self._closed)
         lost = {r: why for r, why in self._lost.items() if r in ranks}
         if lost:
+            dump_recorder("rank_lost")
             raise RankLostError(lost, "; ".join(sorted(set(lost.values()))))

@@ -81,6 +81,10 @@ class Transport:
     def address(self) -> str:
         return self._actor.address
 
+    def serve_introspection(self) -> str:
+        """Answer introspection on this transport's I/O thread; the address."""
+        return self._actor.serve_introspection(host_of(self.address))
+
     def connect(self, addresses: List[str], identities: List[bytes], timeout: float) -> None:
         """Open a connection to every other rank and wait until each answers.
 

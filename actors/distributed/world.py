@@ -17,6 +17,7 @@ import time
 from datetime import timedelta
 from typing import Any, List, Optional, Sequence, Union
 
+from actors.debug.directory import publish
 from actors.network import bind_host, workers_on_host
 from actors.runtime.process import at_exit
 from actors.runtime.process.log import get_logger
@@ -138,6 +139,7 @@ def form_group(keys: Store, rank: int, world_size: int, timeout: float) -> Proce
     except BaseException:
         transport.close()
         raise
+    publish(keys, "pg", transport.serve_introspection(), None, rank)
     share_cores(workers_on_host(addresses, transport.address))
     return ProcessGroup(transport, "0", range(world_size), timeout)
 

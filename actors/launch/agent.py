@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 from actors.launch.config import LaunchConfig
 from actors.launch.progress import Progress
 from actors.launch.workers import GroupState, WorkerFailure, WorkerGroup
+from actors.runtime.introspection.recorder import DIR_VARIABLE
 from actors.runtime.process.waits import reported_by
 from store.barrier import barrier
 from store.base import Store
@@ -27,6 +28,7 @@ from store.elastic import (EtcdRendezvousBackend, RendezvousError, RendezvousPar
 
 # host:port of the job's store (the rendezvous store), for engine.ft's Manager.
 JOB_STORE_VARIABLE = "ACTORGRAD_JOB_STORE"
+FLIGHT_RECORDER_DIR = DIR_VARIABLE
 
 
 @dataclass
@@ -164,6 +166,8 @@ class ElasticAgent:
                     PYTHONUNBUFFERED="1")
         if config.rdzv_backend is None:  # a TCPStore that outlives every worker
             base[JOB_STORE_VARIABLE] = f"{config.rdzv_host}:{config.rdzv_port}"
+        if self._log_dir is not None:  # flight recorder files beside the workers' output
+            base[FLIGHT_RECORDER_DIR] = self._log_dir
         if config.set_omp_threads:
             base["OMP_NUM_THREADS"] = "1"
         ranks = [str(group_rank * k + local) for local in range(k)]

@@ -20,11 +20,14 @@ from actors.runtime import (Actor, ActorError, Future, Kind, Message, PeerLostEr
                             SafeModeError)
 from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.futures import completed, failed
+from actors.runtime.introspection import status
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol.script_refs import same_script_receiver
 from actors.runtime.protocol.serialization import pickle_allowed
 from store.barrier import arrive, barrier, wait_open
 from store.base import Store
+
+from actors.debug.directory import publish
 
 from . import hooks as hook_registry
 from . import services
@@ -32,6 +35,7 @@ from .named import serve_named_call
 from .directory import Destination, WorkerDirectory, WorkerInfo
 from .errors import RpcNotInitializedError, WorkerLostError
 from .hooks import RpcEnvelope
+from .inflight import CallTable
 from .owners import OwnerTable
 from .world import join_world
 
@@ -53,6 +57,7 @@ class RpcAgent:
         self.timeout = timeout  # the calls' default; 0: none
         self.init_timeout = timeout or INIT_TIMEOUT
         self.owners = OwnerTable()
+        self.calls = CallTable()
         self._ids = itertools.count(1)
         self._lost: Set[str] = set()
         self._outstanding = 0
@@ -89,8 +94,18 @@ class RpcAgent:
         except BaseException:
             self.actor.stop()
             raise
+        status.add_section("rpc", self._status)
         log.info("rpc_worker_joined", worker=self.name, rank=self.rank,
                  world_size=self.world_size, address=self.actor.address)
+
+    def publish_introspection(self, job_store: Store) -> None:
+        """Answer introspection on the I/O thread and say where in `job_store`."""
+        host = self.actor.address.rsplit(":", 1)[0][len("tcp://"):]
+        publish(job_store, "rpc", self.actor.serve_introspection(host), self.name, self.rank)
+
+    def _status(self) -> dict:
+        return {"name": self.name, "rank": self.rank, "world_size": self.world_size,
+                **self.calls.status()}
 
     # ---- ids ----------------------------------------------------------------------
 
@@ -195,6 +210,8 @@ class RpcAgent:
             reply = self.actor.request(self.directory.address(info), kind, payload,
                                        seconds or None)
         self._track(+1)
+        token = self.calls.wait_started(info.name, _called(kind, payload), seconds or None)
+        reply.add_done_callback(lambda _: self.calls.wait_ended(token))
         return reply
 
     def _settled(self, done: Future, peer: WorkerInfo) -> Any:
@@ -213,6 +230,7 @@ class RpcAgent:
         seconds = self.timeout if timeout is None else timeout
         channel = self._channel(info)
         self._track(+1)
+        token = self.calls.wait_started(info.name, _called(kind, payload), seconds or None)
         try:
             with self._sending(info):
                 return channel.call(kind, payload, seconds or None)
@@ -220,6 +238,7 @@ class RpcAgent:
             self.actor.report_lost(self.directory.address(info), exc.reason)
             raise WorkerLostError(info.name, exc.reason) from None
         finally:
+            self.calls.wait_ended(token)
             self._track(-1)
 
     def _channel(self, info: WorkerInfo) -> Channel:
@@ -296,13 +315,17 @@ class RpcAgent:
         peer = self._caller(msg, caller)
         if meta:
             hook_registry.load_hooks_for(meta)
-        if not meta and hook_registry.all_idle():
-            result = fn(*args, **kwargs)
-        else:
-            envelope = RpcEnvelope((args, kwargs), peer, meta)
-            with hook_registry.request_contexts(envelope):
-                args, kwargs = envelope.payload
+        token = self.calls.serve_started(peer.name, fn)
+        try:
+            if not meta and hook_registry.all_idle():
                 result = fn(*args, **kwargs)
+            else:
+                envelope = RpcEnvelope((args, kwargs), peer, meta)
+                with hook_registry.request_contexts(envelope):
+                    args, kwargs = envelope.payload
+                    result = fn(*args, **kwargs)
+        finally:
+            self.calls.serve_ended(token)
         if getattr(fn, "_async_execution", False) and not isinstance(result, Future):
             raise TypeError(f"async_execution function {fn.__qualname__} must return an "
                             f"actors.Future, got {type(result).__name__}")
@@ -395,10 +418,16 @@ class RpcAgent:
                 wait_open(self.store, "barriers/shutdown/left", timeout, self.world_size,
                           f"rpc shutdown of {self.name!r}: leaving", "workers")
         self._leaving = True
+        status.remove_section("rpc", self._status)
         self.actor.stop(deliver=not graceful)  # graceful: delivered before the barriers
         for channel in self._channels.values():
             channel.close()
         log.info("rpc_worker_left", worker=self.name, graceful=graceful)
+
+
+def _called(kind: int, payload: Any) -> Any:
+    """What a request calls: its function for a call, else its kind."""
+    return payload[0] if kind in (Kind.RPC_CALL, Kind.RPC_REMOTE) else kind
 
 
 class _Sending:

@@ -97,6 +97,7 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
         if owns_store:
             store.close()
         raise
+    agent.publish_introspection(store)
     share_cores(agent.directory.workers_on_host(agent.actor.address))
 
 

@@ -14,7 +14,9 @@ This layer imports nothing from `store`, `engine` or the rpc services. Its parts
                     ROUTER, the peer table, per-thread channels, attached sockets, CURVE
 ``concurrency/``    futures, worker pools and the leader that reads the mailbox, the
                     blocking hand-off, request deadlines, the thread registry
-``process/``        logs, allocator and BLAS tuning, the exit flush
+``process/``        logs, allocator and BLAS tuning, the exit flush, long waits that say so
+``introspection/``  message counts and the flight recorder, the STATUS / STACKS answers, the
+                    introspection socket, SIGUSR1
 ==================  ==========================================================================
 ```
 
@@ -46,6 +48,8 @@ its monitor            the calling thread          libzmq                  that 
 attached socket        I/O thread                  I/O thread (handlers    I/O thread; handlers
 (`Actor.attach`)       (io/attachments.py)         and other threads:      run on the pool
                                                    `Attachment.send`)
+introspection ROUTER   I/O thread (introspection/  I/O thread              I/O thread (answers
+`serve_introspection`  server.py)                                          STATUS, STACKS, ...)
 ZAP handler's socket   pyzmq's authenticator       its thread              its thread
                        thread (io/security.py)
 =====================  ==========================  ======================  =====================

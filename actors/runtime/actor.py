@@ -43,10 +43,15 @@ from .concurrency.leaders import LeaderPool
 from .process.log import get_logger
 from .io.mailbox import Mailbox, TimerHandle
 from .io.peers import Liveness, Pending, PeerTable
-from .protocol import ERROR, JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, Kind, kind_name
+from .protocol import (ERROR, INTROSPECTION_KINDS, JSON, ONEWAY, PROTOCOL_VERSION, PUSH,
+                       RESPONSE, Kind, kind_name)
 from .io.router import Router
 from .concurrency.scheduler import WorkerPool
 from .io.security import secure
+from .introspection.recorder import ANSWERED, REPLIED, TRAFFIC
+from .introspection.server import IntrospectionServer
+from .introspection import status
+from .introspection.status import dump_recorder
 from .protocol.remote_errors import exception_from_payload
 
 log = get_logger(__name__)
@@ -79,7 +84,9 @@ class ActorCore:
         self._peer_lost_callbacks: list = []
         self._sender_lost_callback: Optional[Callable[[bytes], None]] = None
         self._attachments: List[Attachment] = []
+        self._introspection: List[IntrospectionServer] = []
         self._req_ids = itertools.count(1)
+        self._routing_id = routing_id
         self._expiry: Optional[TimerHandle] = None  # the timer of the earliest deadline
         liveness = Liveness(int(heartbeat * 1000), int(heartbeat_timeout * 1000))
         self._peers = PeerTable(liveness)
@@ -129,6 +136,8 @@ class ActorCore:
         self._mailbox.start()
         self._pool.start()  # with workers_receive, its threads read the router
         self._started = True
+        if self.address is not None:
+            status.note_mailbox(self.address, self._routing_id)
         at_exit.track(self)
         log.info("actor_started", actor=self.name, address=self.address)
 
@@ -194,7 +203,11 @@ class ActorCore:
         for attachment in self._attachments:
             attachment._detach_now()
         if self._router is not None:
+            status.forget_mailbox(self._router.address)
             self._router.close()
+        for server in self._introspection:
+            server.close()
+        self._introspection.clear()
         self._fail_requests(lambda p: True, ActorStoppedError(f"actor {self.name} stopped"))
         log.info("actor_stopped", actor=self.name, address=self.address)
 
@@ -282,6 +295,24 @@ class ActorCore:
         """
         return self._mailbox.in_io_thread()
 
+    def serve_introspection(self, host: str = "127.0.0.1") -> str:
+        """Answer STATUS, STACKS and RECORDER (docs/PROTOCOL.md) on this actor's I/O
+        thread, at a new ``tcp://host:port``, returned; the socket closes with the actor.
+
+        The I/O thread answers even while every worker thread is busy or blocked.
+        """
+        if self._stopped:
+            raise ActorStoppedError(f"actor {self.name} is stopped")
+        liveness = self._peers.liveness
+        server = IntrospectionServer(host, liveness.heartbeat_ms, liveness.timeout_ms)
+        self._introspection.append(server)
+        if self._started:
+            self._mailbox.call_soon(self._mailbox.watch, server.socket, zmq.POLLIN,
+                                    server.on_ready)
+        else:
+            self._mailbox.watch(server.socket, zmq.POLLIN, server.on_ready)
+        return server.address
+
     # ---- outgoing -----------------------------------------------------------------
 
     def request(self, peer: str, kind: int, payload: Any = None,
@@ -303,6 +334,8 @@ class ActorCore:
         # Registered here, not on the I/O thread, so that stop() fails it even if the
         # I/O thread never gets to send it.
         self._peers.register(req_id, Pending(future, peer, kind, timeout))
+        # Recorded before it leaves: its receipt must never come first in a timeline.
+        TRAFFIC.sent(kind, frames, peer, req_id)
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
@@ -313,6 +346,7 @@ class ActorCore:
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:
         """Send a one-way message to `peer` (no reply, no future)."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
+        TRAFFIC.sent(kind, frames, peer, 0)
         self._mailbox.send_to_peer(peer, frames)
 
     def reply(self, msg: Message, payload: Any) -> None:
@@ -324,14 +358,16 @@ class ActorCore:
             frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
+        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id, REPLIED)
         self._send_to_sender(msg.sender, frames)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
         """Answer request `msg` with an error reply describing `exc`; any thread."""
         if msg.oneway or msg.sender is None:
             return
-        self._send_to_sender(msg.sender,
-                             envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
+        frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
+        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id, REPLIED)
+        self._send_to_sender(msg.sender, frames)
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
         """Send an unsolicited event to the sender of request `msg`, tagged with its id."""
@@ -379,6 +415,8 @@ class ActorCore:
         self._expiry = None
         try:
             for pending in self._peers.expired(time.monotonic()):
+                if pending.kind not in INTROSPECTION_KINDS:  # a probe of a hung process
+                    dump_recorder("request_timeout")
                 pending.future.set_exception(RequestTimeoutError(
                     f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
                     f"{pending.timeout:g}s"))
@@ -394,6 +432,7 @@ class ActorCore:
         if header.flags & PUSH:
             self._on_push(peer, header, frames)
             return
+        TRAFFIC.received(header.kind, frames, peer, header.req_id, ANSWERED)
         pending = self._peers.forget(header.req_id)
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
@@ -487,6 +526,7 @@ class ActorCore:
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
             payload = envelope.read_payload(header, frames)
+            TRAFFIC.received(header.kind, frames, identity, header.req_id)
             return registration, Message(header.kind, header.req_id, header.flags, payload,
                                          sender=identity)
         except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised
@@ -581,5 +621,6 @@ def _delegate(name: str) -> property:
 
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
               "report_lost", "on_push", "request", "notify", "reply", "reply_error", "push",
-              "call_later", "call_soon", "close_soon", "attach", "deliver_sent"):
+              "call_later", "call_soon", "close_soon", "attach", "deliver_sent",
+              "serve_introspection"):
     setattr(Actor, _name, _delegate(_name))

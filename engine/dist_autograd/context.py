@@ -15,6 +15,8 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
+from actors.runtime.introspection import status
+
 from engine.autograd.accumulate import merge_gradient
 from engine.autograd.scheduler import GraphTask
 from engine.errors import AutogradError
@@ -184,3 +186,12 @@ class _Using:
 
 container = ContextContainer()
 """This worker's distributed autograd contexts (torch keeps the same in its C++ container)."""
+
+
+def _contexts_status() -> dict:
+    """The contexts open on this worker, for STATUS (actors.runtime.introspection)."""
+    ids = sorted(list(container._contexts))
+    return {"open": len(ids), "ids": ids[:64]}
+
+
+status.add_section("autograd_contexts", _contexts_status)

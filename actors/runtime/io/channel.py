@@ -23,6 +23,8 @@ import zmq
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
 from .context import process_context
+from ..introspection.recorder import ANSWERED, TRAFFIC
+from ..introspection.status import dump_recorder
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
 from ..protocol.remote_errors import exception_from_payload
@@ -103,6 +105,7 @@ class Channel:
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
+        TRAFFIC.sent(kind, frames, self.address, req_id)  # before: see ActorCore.request
         send_frames(conn.socket, frames)
         about_to_block()
         while True:
@@ -117,12 +120,14 @@ class Channel:
                 if not conn.connected or conn.drops != drops:
                     raise PeerLostError(self.address, "connection lost") from None
                 if deadline is not None and time.monotonic() >= deadline:
+                    dump_recorder("request_timeout")
                     raise RequestTimeoutError(
                         f"no reply from {self.address} within {timeout:g}s") from None
                 if waiting is not None:
                     waiting()
                 continue
             header = envelope.read_header(reply)
+            TRAFFIC.received(header.kind, reply, self.address, header.req_id, ANSWERED)
             if header.req_id != req_id or not header.flags & RESPONSE:
                 continue  # the late answer to an earlier call that timed out
             result = envelope.read_payload(header, reply)

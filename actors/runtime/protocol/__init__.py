@@ -54,6 +54,10 @@ class Kind(enum.IntEnum):
     PROTOCOL_ERROR = 0x0000  # reply to a message whose header could not be read
     PING = 0x0001
     HEARTBEAT = 0x0002
+    STATUS = 0x0003  # JSON: what this process is doing (answered by an I/O thread)
+    STACKS = 0x0004  # JSON: the Python stack of every thread
+    RECORDER = 0x0005  # JSON: the flight recorder's entries
+    CLOCK = 0x0006  # JSON: the process's monotonic clock now, to align recorders
 
     STORE_SET = 0x0100
     STORE_GET = 0x0101
@@ -87,6 +91,10 @@ class Kind(enum.IntEnum):
     PG_DATA = 0x0400  # one-way: (key, call, data) for a process group's collective or send
     PG_LEAVE = 0x0401  # this rank (the payload) destroys its groups; answered with null
     PG_SHARE = 0x0402  # map the sender's shared region for same-host arrays; answered with null
+
+
+# Answered by an I/O thread from JSON alone (docs/PROTOCOL.md, "Introspection").
+INTROSPECTION_KINDS = frozenset({Kind.STATUS, Kind.STACKS, Kind.RECORDER, Kind.CLOCK})
 
 
 class Header(NamedTuple):

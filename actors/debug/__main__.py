@@ -1,0 +1,7 @@
+"""``python -m actors.debug``: see `actors.debug.cli`."""
+import sys
+
+from actors.debug.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

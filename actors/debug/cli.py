@@ -1,0 +1,139 @@
+"""``python -m actors.debug``: what a running job is doing, from a shell.
+
+Exit status: 0 after printing; 1 when the job's store cannot be reached; 2 for a
+usage error (one line and the usage, no traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import List, Optional
+
+from . import (calls, collectives, format_chain, format_stack_report, snapshot, stacks, trace,
+               trace_files)
+from .probe import DEFAULT_TIMEOUT, open_store, parse_store
+
+PROG = "python -m actors.debug"
+# How long to try reaching the job's store (at least; --timeout may say more).
+STORE_CONNECT_TIMEOUT = 3.0
+
+
+def _store_spec(text: str) -> str:
+    try:
+        parse_store(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="Ask every process of a running job what it is doing, "
+        "through the job's store. Each process answers on its I/O thread, even while "
+        "its own threads are stuck.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", required=True, type=_store_spec, metavar="HOST:PORT",
+                        help="the job's store: its MASTER_ADDR:MASTER_PORT, which the "
+                             "launcher prints at start (required)")
+    common.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+                        metavar="SECONDS", help="how long to wait for each process's answer; "
+                        "a process silent that long is reported hung "
+                        f"(default {DEFAULT_TIMEOUT:g})")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    commands.add_parser("status", parents=[common], prog=f"{PROG} status",
+                        help="every process's status as JSON (one object per line)",
+                        description="Print every process's STATUS as one JSON object per "
+                                    "line.")
+    commands.add_parser("calls", parents=[common], prog=f"{PROG} calls",
+                        help="RPC calls in flight as chains: w0 → w1 → w2  function  age",
+                        description="Print the RPC calls in flight as chains across "
+                                    "workers, with the function running at the end and "
+                                    "its age, the oldest first.")
+    stack = commands.add_parser("stacks", parents=[common], prog=f"{PROG} stacks",
+                                help="the Python stacks of every thread",
+                                description="Print the Python stack of every thread of "
+                                            "every process (or one rank's).")
+    stack.add_argument("--rank", type=int, default=None, metavar="N",
+                       help="only the process of rank N (default: every process)")
+    commands.add_parser("collectives", parents=[common], prog=f"{PROG} collectives",
+                        help="the collective in progress and which rank holds it up",
+                        description="Print, per process group, the collective in progress, "
+                                    "the ranks waiting in it, and why each other rank is "
+                                    "not there (not entered, a different call or shape, "
+                                    "dead, hung).")
+    timeline = commands.add_parser(
+        "trace", prog=f"{PROG} trace", help="every process's flight recorder as one "
+        "Chrome-trace / Perfetto timeline",
+        description="Merge every process's flight recorder into one Chrome-trace JSON "
+                    "(open it in https://ui.perfetto.dev or chrome://tracing): a slice per "
+                    "call served and per collective, an arrow from each message sent to its "
+                    "receipt, clocks aligned by round trips. From a running job (--store) or "
+                    "from recorder files written after it failed (FILE ...).")
+    timeline.add_argument("files", nargs="*", metavar="FILE",
+                          help="flight recorder files (default: ask the job at --store)")
+    timeline.add_argument("--store", type=_store_spec, default=None, metavar="HOST:PORT",
+                          help="the running job's store: its MASTER_ADDR:MASTER_PORT "
+                               "(default: none; give it or FILEs)")
+    timeline.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+                          metavar="SECONDS", help="how long to wait for each process's "
+                          f"answer; a silent process is left out (default {DEFAULT_TIMEOUT:g})")
+    timeline.add_argument("-o", "--output", required=True, metavar="PATH",
+                          help="where to write the trace JSON (required)")
+    timeline.set_defaults(usage_error=timeline.error)
+    return parser
+
+
+def _write_trace(args: argparse.Namespace) -> int:
+    merged = trace_files(args.files) if args.files else trace(args.store, args.timeout)
+    with open(args.output, "w") as out:
+        json.dump(merged, out)
+    flows = sum(1 for event in merged["traceEvents"] if event["ph"] == "s")
+    slices = sum(1 for event in merged["traceEvents"] if event["ph"] == "X")
+    print(f"wrote {args.output}: {slices} slices, {flows} messages")
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "trace":
+        if bool(args.files) == (args.store is not None):
+            args.usage_error("give either --store HOST:PORT or recorder FILEs, not both")
+        try:
+            return _write_trace(args)
+        except OSError as error:
+            print(f"{PROG} trace: {error}", file=sys.stderr)
+            return 1
+    try:
+        store = open_store(args.store, max(args.timeout, STORE_CONNECT_TIMEOUT))
+    except Exception as error:  # noqa: BLE001 - one line for the person at the shell
+        print(f"{PROG}: cannot reach the job's store at {args.store}: {error}",
+              file=sys.stderr)
+        return 1
+    try:
+        if args.command == "status":
+            for status in snapshot(store, args.timeout):
+                print(json.dumps(status, sort_keys=True))
+        elif args.command == "calls":
+            chains = calls(store, args.timeout)
+            print("\n".join(format_chain(c) for c in chains) if chains
+                  else "no calls in flight")
+        elif args.command == "stacks":
+            answers = stacks(store, args.rank, args.timeout)
+            print("\n\n".join(format_stack_report(a) for a in answers) if answers
+                  else "no process found")
+        else:
+            print("\n".join(collectives(store, args.timeout)))
+    finally:
+        store.close()
+    return 0

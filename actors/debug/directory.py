@@ -1,0 +1,55 @@
+"""Where a job's processes say how to reach their introspection socket: keys in its store.
+
+Each process that joins a job through a store (`init_rpc`, `init_process_group`)
+sets ``introspection/<host>/<pid>/<role>`` to a JSON object naming its address,
+role, name and rank. The commands list the store's keys to find them all, from the
+root store or any prefix of it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any, Dict, List, Optional
+
+from actors.runtime.introspection import signals, status
+from actors.runtime.process.log import get_logger
+
+log = get_logger(__name__)
+
+SEGMENT = "introspection"
+
+
+def publish(store: Any, role: str, address: str, name: Optional[str], rank: Optional[int]
+            ) -> None:
+    """Tell the job's `store` where this process answers introspection (best effort)."""
+    status.set_identity(name, rank)
+    signals.install()
+    entry = {"address": address, "role": role, "name": name, "rank": rank,
+             "pid": os.getpid(), "host": socket.gethostname()}
+    try:
+        store.set(f"{SEGMENT}/{entry['host']}/{entry['pid']}/{role}", json.dumps(entry))
+    except Exception as error:  # noqa: BLE001 - introspection must never break joining
+        log.warning("introspection_not_published", role=role, error=str(error))
+
+
+def is_entry_key(key: str) -> bool:
+    """Whether `key` (under any prefix) is a published introspection entry."""
+    parts = key.split("/")
+    return len(parts) >= 4 and parts[-4] == SEGMENT
+
+
+def entries(store: Any) -> List[Dict[str, Any]]:
+    """Every published entry, one per process (the RPC worker's when it has several)."""
+    keys = sorted(key for key in store.list_keys() if is_entry_key(key))
+    found: Dict[tuple, Dict[str, Any]] = {}
+    for value in (store.multi_get(keys) if keys else []):
+        try:
+            entry = json.loads(value)
+        except ValueError:
+            continue
+        process = (entry.get("host"), entry.get("pid"))
+        if process not in found or entry.get("role") == "rpc":
+            found[process] = entry
+    return sorted(found.values(), key=lambda e: (e.get("rank") is None, e.get("rank") or 0,
+                                                 e.get("name") or ""))

@@ -1,0 +1,70 @@
+"""Asking every process of a job what it is doing: find them in the store, ask at once.
+
+One client-only actor sends STATUS or STACKS (JSON) to every published address and
+waits for all answers together, each bounded by `timeout`: a process whose address
+refuses the connection is dead, one that does not answer in time hangs (a stopped
+process still accepts TCP connections, and never answers).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from actors.runtime import Actor, Kind, PeerLostError
+from actors.runtime.concurrency.futures import FutureTimeoutError
+from store.tcp_store import TCPStore
+
+from . import directory
+from .diagnosis import DEAD, HUNG, OK, Probe
+
+DEFAULT_TIMEOUT = 2.0
+
+
+def parse_store(spec: str) -> Tuple[str, int]:
+    """``HOST:PORT`` → (host, port); ValueError says what is wrong."""
+    host, sep, port = spec.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--store takes HOST:PORT (the job's MASTER_ADDR:MASTER_PORT), "
+                         f"got {spec!r}")
+    return host, int(port)
+
+
+def open_store(spec: str, timeout: float = 10.0) -> TCPStore:
+    """A client of the job's store at ``HOST:PORT``."""
+    host, port = parse_store(spec)
+    return TCPStore(host, port, is_master=False, timeout=timeout)
+
+
+def ask(entries: Sequence[Dict[str, Any]], kind: int = Kind.STATUS,
+        timeout: float = DEFAULT_TIMEOUT) -> List[Probe]:
+    """Ask each entry's process for `kind`; one `Probe` each, in the entries' order."""
+    client = Actor(None, name="actorgrad-debug").start()
+    try:
+        futures = [client.request(entry["address"], kind, None, timeout, json=True)
+                   for entry in entries]
+        deadline = time.monotonic() + timeout + 0.5
+        probes = []
+        for entry, future in zip(entries, futures):
+            try:
+                answer = future.wait(max(0.0, deadline - time.monotonic()))
+                probes.append(Probe(entry.get("rank"), OK, answer))
+            except PeerLostError as error:
+                probes.append(Probe(entry.get("rank"), DEAD, None, error.reason))
+            except (TimeoutError, FutureTimeoutError):
+                probes.append(Probe(entry.get("rank"), HUNG, None,
+                                    f"no answer within {timeout:g} s"))
+            except Exception as error:  # noqa: BLE001 - one odd process must not stop the rest
+                probes.append(Probe(entry.get("rank"), DEAD, None,
+                                    f"{type(error).__name__}: {error}"))
+        return probes
+    finally:
+        client.stop(0.5, deliver=False)
+
+
+def ask_job(store: Any, kind: int = Kind.STATUS, timeout: float = DEFAULT_TIMEOUT,
+            rank: Optional[int] = None) -> List[Tuple[Dict[str, Any], Probe]]:
+    """Every process published in `store` (only `rank`'s, if given) with its answer."""
+    entries = directory.entries(store)
+    if rank is not None:
+        entries = [entry for entry in entries if entry.get("rank") == rank]
+    return list(zip(entries, ask(entries, kind, timeout)))

@@ -1,0 +1,184 @@
+"""Merging the flight recorders of a job into one Chrome-trace / Perfetto timeline.
+
+Pure: takes recordings (a recorder's JSON as `RECORDER` answers it or a dump file
+holds it, plus ``offset_ns``: what to subtract from its clock to reach the common
+one) and returns the trace. Each process is a track; a call served is a slice from
+``serve_start`` to ``serve_end``, a collective one from ``op_start`` to ``op_end``;
+each message sent gets an arrow to its receipt.
+
+Which process a peer is: an address is a process's mailbox (``mailboxes``); an
+identity is one its actors present (``identities``), else the process whose sends
+to the receiver carry the most of the request ids received from that identity
+(a thread's own connection has an identity ZeroMQ makes up). A send and its receipt
+then share (sender, receiver, kind, id, size) and are paired in order, only when
+both recorders hold as many of them (one-way messages all have id 0), since a
+recorder that dropped its oldest entries would shift every pair.
+
+Clocks: ``offset_ns = remote - (t_send + t_recv) / 2`` from a round trip to the
+live process (`clock_offset`), or, from files, the wall clock noted beside the
+monotonic one when the file was written. Such an offset is known only within
+``offset_error_ns`` (half the round trip); within that margin, and only there, each
+process's clock is then moved so that what it received comes after it was sent
+(`causal_shifts`), as trace viewers correct clock skew.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+Key = Tuple[int, int, str, int, int, bool]  # sender, receiver, kind, id, size, a reply?
+_SENDS = {"send": False, "send_reply": True}
+_RECEIPTS = {"recv": False, "recv_reply": True}
+
+
+def clock_offset(t_send_ns: int, remote_ns: int, t_recv_ns: int) -> int:
+    """The remote clock minus ours, by a round trip: it read `remote_ns` half-way."""
+    return remote_ns - (t_send_ns + t_recv_ns) // 2
+
+
+def file_offset(recording: Dict[str, Any]) -> int:
+    """For a recorder file: its monotonic clock minus the wall clock (common to hosts)."""
+    return recording["monotonic_ns"] - recording["time_ns"]
+
+
+def merge(recordings: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The Chrome-trace JSON (``{"traceEvents": [...]}``) of `recordings`."""
+    events: List[Dict[str, Any]] = []
+    by_address, by_identity = {}, {}
+    for pid, rec in enumerate(recordings):
+        for address in rec.get("mailboxes", []):
+            by_address[address] = pid
+        for identity in rec.get("identities", []):
+            by_identity[identity] = pid
+        label = f"rank {rec.get('rank')} {rec.get('name') or ''} (pid {rec.get('pid')})"
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
+                       "args": {"name": label.replace("  ", " ")}})
+    sends: Dict[Key, List[float]] = defaultdict(list)
+    receipts: Dict[Key, List[float]] = defaultdict(list)
+    guessed = _guess_identities(recordings, by_address, by_identity)
+    for pid, rec in enumerate(recordings):
+        offset = rec.get("offset_ns", 0)
+        open_slices: Dict[tuple, float] = {}
+        last = None
+        for entry in rec["entries"]:
+            ts = (entry["t_ns"] - offset) / 1000.0  # µs
+            last = ts
+            event, peer = entry["event"], entry["peer"]
+            if event in _SENDS:
+                other = by_address.get(peer, by_identity.get(peer, guessed.get((pid, peer))))
+                if other is not None:
+                    sends[(pid, other, entry["kind"], entry["id"], entry["size"],
+                           _SENDS[event])].append(ts)
+            elif event in _RECEIPTS:
+                other = by_address.get(peer, by_identity.get(peer, guessed.get((pid, peer))))
+                if other is not None:
+                    receipts[(other, pid, entry["kind"], entry["id"], entry["size"],
+                              _RECEIPTS[event])].append(ts)
+            elif event in ("serve_start", "op_start"):
+                open_slices[(event[:2], entry["peer"], entry["id"])] = ts
+            elif event in ("serve_end", "op_end"):
+                start = open_slices.pop((event[:2], entry["peer"], entry["id"]), None)
+                if start is not None:
+                    events.append(_slice(pid, start, ts, entry))
+        for (kind, peer, ident), start in open_slices.items():  # still running
+            events.append({"ph": "X", "pid": pid, "tid": 0, "ts": start,
+                           "dur": max(0.0, (last or start) - start),
+                           "name": f"{peer} #{ident} (running)" if kind == "op" else
+                           f"call #{ident} (running)", "cat": "running"})
+    flows, gaps = _flows(sends, receipts)
+    events.extend(flows)
+    margins = [rec.get("offset_error_ns", 0) / 1000.0 for rec in recordings]
+    shifts = causal_shifts(len(recordings), gaps, margins)
+    for event in events:
+        if "ts" in event:
+            event["ts"] = round(event["ts"] - shifts[event["pid"]], 3)
+    return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def causal_shifts(count: int, gaps: Dict[Tuple[int, int], float], margins: Sequence[float]
+                  ) -> List[float]:
+    """µs to subtract from each process's times so that every receipt follows its send.
+
+    `gaps[(p, q)]` is the smallest receipt-minus-send time of p's messages to q; a
+    process's shift stays within its `margins` of the others' (its clock's uncertainty),
+    chosen nearest to no shift, process by process from the first one each is linked to.
+    """
+    shifts: List[Optional[float]] = [None] * count
+    for root in range(count):
+        if shifts[root] is not None:
+            continue
+        shifts[root] = 0.0
+        queue = [root]
+        while queue:
+            p = queue.pop(0)
+            for q in range(count):
+                if shifts[q] is not None or ((p, q) not in gaps and (q, p) not in gaps):
+                    continue
+                # corrected gap p→q: gap - shift_q + shift_p >= 0, so shift_q <= gap + shift_p;
+                # and q→p: gap + shift_q - shift_p >= 0, so shift_q >= shift_p - gap
+                high = gaps.get((p, q), float("inf")) + shifts[p]
+                low = shifts[p] - gaps.get((q, p), float("inf"))
+                margin = margins[p] + margins[q]
+                low, high = max(low, shifts[p] - margin), min(high, shifts[p] + margin)
+                shifts[q] = shifts[p] if low > high else min(max(shifts[p], low), high)
+                queue.append(q)
+    return [shift or 0.0 for shift in shifts]
+
+
+def _slice(pid: int, start: float, end: float, entry: Dict[str, Any]) -> Dict[str, Any]:
+    if entry["event"] == "op_end":
+        name, category = f"{entry['kind']} #{entry['id']}", "collective"
+        args = {"group": entry["peer"], "error": entry.get("what")}
+    else:
+        name, category = str(entry.get("what")), "rpc"
+        args = {"caller": entry["peer"]}
+    return {"ph": "X", "pid": pid, "tid": 0, "ts": start, "dur": max(0.0, end - start),
+            "name": name, "cat": category, "args": args}
+
+
+def _guess_identities(recordings: Sequence[Dict[str, Any]], by_address: Dict[str, int],
+                      by_identity: Dict[str, int]) -> Dict[Tuple[int, str], int]:
+    """(receiver, identity) → the sender whose requests to that receiver best match the
+    request ids received from that identity."""
+    sent_to: Dict[Tuple[int, int], set] = defaultdict(set)  # (sender, receiver) -> keys
+    for pid, rec in enumerate(recordings):
+        for entry in rec["entries"]:
+            if entry["event"] == "send" and entry["id"] and entry["peer"] in by_address:
+                sent_to[(pid, by_address[entry["peer"]])].add(
+                    (entry["kind"], entry["id"], entry["size"]))
+    guesses: Dict[Tuple[int, str], int] = {}
+    for pid, rec in enumerate(recordings):
+        heard: Dict[str, set] = defaultdict(set)
+        for entry in rec["entries"]:
+            peer = entry["peer"]
+            if entry["event"] == "recv" and entry["id"] and peer not in by_address \
+                    and peer not in by_identity:
+                heard[peer].add((entry["kind"], entry["id"], entry["size"]))
+        for identity, keys in heard.items():
+            votes = Counter({sender: len(keys & sent) for (sender, receiver), sent
+                             in sent_to.items() if receiver == pid})
+            best: Optional[Tuple[int, int]] = votes.most_common(1)[0] if votes else None
+            if best and best[1] > 0:
+                guesses[(pid, identity)] = best[0]
+    return guesses
+
+
+def _flows(sends: Dict[Key, List[float]], receipts: Dict[Key, List[float]]
+           ) -> Tuple[List[Dict[str, Any]], Dict[Tuple[int, int], float]]:
+    """The arrows, and the smallest receipt-minus-send time between each two processes."""
+    events, flow = [], 0
+    gaps: Dict[Tuple[int, int], float] = {}
+    for key, sent in sends.items():
+        received = receipts.get(key)
+        if not received or len(sent) != len(received):
+            continue  # a recorder dropped some: pairing in order would shift them all
+        for t_send, t_recv in zip(sorted(sent), sorted(received)):
+            flow += 1
+            pair = (key[0], key[1])
+            gaps[pair] = min(gaps.get(pair, float("inf")), t_recv - t_send)
+            name = str(key[2])
+            events.append({"ph": "s", "id": flow, "pid": key[0], "tid": 0, "ts": t_send,
+                           "name": name, "cat": "message"})
+            events.append({"ph": "f", "bp": "e", "id": flow, "pid": key[1], "tid": 0,
+                           "ts": t_recv, "name": name, "cat": "message"})
+    return events, gaps

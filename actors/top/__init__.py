@@ -1,0 +1,92 @@
+"""``python -m actors.top``: a live view of a running job, one row per worker.
+
+`rows` (pure) turns two snapshots (`actors.debug.snapshot`) taken `seconds` apart
+into the rows; `__main__` draws them with rich, refreshing, or prints one frame
+(``--once``) or the rows as JSON (``--json``).
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from actors.debug.diagnosis import format_bytes
+
+COLUMNS = ["rank", "host:pid", "state", "msgs/s in", "msgs/s out", "oldest call",
+           "contexts", "collective", "rss", "cpu s"]
+
+
+def _process(status: Dict[str, Any]) -> tuple:
+    return status.get("host"), status.get("pid")
+
+
+def _messages(status: Dict[str, Any], direction: str) -> int:
+    return sum(c.get(f"msgs_{direction}", 0) for c in (status.get("messages") or {}).values())
+
+
+def _oldest_call(status: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    rpc = status.get("rpc") or {}
+    calls = [{"function": c.get("function"), "age_s": c.get("age_s", 0.0),
+              "peer": c.get("caller"), "role": "serving"} for c in rpc.get("serving", [])]
+    calls += [{"function": c.get("function"), "age_s": c.get("age_s", 0.0),
+               "peer": c.get("peer"), "role": "waiting"} for c in rpc.get("waiting", [])]
+    return max(calls, key=lambda c: c["age_s"]) if calls else None
+
+
+def _collective(status: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    for group in status.get("collectives") or []:
+        current = group.get("current")
+        if current:
+            return {"op": current["op"], "step": current["step"], "age_s": current["age_s"],
+                    "waiting_for": current.get("waiting_for")}
+    return None
+
+
+def _state(status: Dict[str, Any]) -> str:
+    if status.get("state", "ok") != "ok":
+        return status["state"]
+    if _collective(status):
+        return "collective"
+    rpc = status.get("rpc") or {}
+    return "busy" if rpc.get("serving") else "idle"
+
+
+def rows(before: Sequence[Dict[str, Any]], now: Sequence[Dict[str, Any]],
+         seconds: float) -> List[Dict[str, Any]]:
+    """One row per process of `now`, with rates over the `seconds` since `before`."""
+    earlier = {_process(s): s for s in before}
+    found = []
+    for status in now:
+        previous = earlier.get(_process(status))
+        rates = {}
+        for direction in ("in", "out"):
+            delta = _messages(status, direction) - (_messages(previous, direction)
+                                                    if previous else 0)
+            rates[direction] = round(delta / seconds, 1) if previous and seconds > 0 else None
+        found.append({
+            "rank": status.get("rank"), "name": status.get("name"),
+            "host": status.get("host"), "pid": status.get("pid"), "state": _state(status),
+            "msgs_per_s_in": rates["in"], "msgs_per_s_out": rates["out"],
+            "oldest_call": _oldest_call(status),
+            "contexts": (status.get("autograd_contexts") or {}).get("open"),
+            "collective": _collective(status), "rss_bytes": status.get("rss_bytes"),
+            "cpu_s": status.get("cpu_s"), "reason": status.get("reason")})
+    return found
+
+
+def cells(row: Dict[str, Any]) -> List[str]:
+    """A row as the text of each of `COLUMNS`."""
+    call, collective = row["oldest_call"], row["collective"]
+    return [
+        f"{row['rank']} {row['name'] or ''}".strip(),
+        f"{row['host']}:{row['pid']}",
+        row["state"] if not row.get("reason") else f"{row['state']} ({row['reason']})",
+        "-" if row["msgs_per_s_in"] is None else f"{row['msgs_per_s_in']:g}",
+        "-" if row["msgs_per_s_out"] is None else f"{row['msgs_per_s_out']:g}",
+        "-" if call is None else f"{call['function']} {call['age_s']:.1f} s",
+        "-" if row["contexts"] is None else str(row["contexts"]),
+        "-" if collective is None else (
+            f"{collective['op']} #{collective['step']} {collective['age_s']:.1f} s"
+            + ("" if collective["waiting_for"] is None
+               else f", waits for rank {collective['waiting_for']}")),
+        "-" if row["rss_bytes"] is None else format_bytes(row["rss_bytes"]),
+        "-" if row["cpu_s"] is None else f"{row['cpu_s']:.1f}",
+    ]

@@ -1,0 +1,87 @@
+"""``python -m actors.top --store HOST:PORT``: the live view (see `actors.top`).
+
+Exit status: 0 (Ctrl-C ends the live view); 1 when the job's store cannot be
+reached; 2 for a usage error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import List, Optional
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from actors.debug import snapshot
+from actors.debug.cli import STORE_CONNECT_TIMEOUT, _seconds, _store_spec
+from actors.debug.probe import DEFAULT_TIMEOUT, open_store
+from actors.top import COLUMNS, cells, rows
+
+PROG = "python -m actors.top"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="A live view of a running job: one row per worker with its "
+        "state, message rates, oldest call in flight, distributed-autograd contexts, "
+        "collective in progress and whom it waits for, RSS and CPU time.")
+    parser.add_argument("--store", required=True, type=_store_spec, metavar="HOST:PORT",
+                        help="the job's store: its MASTER_ADDR:MASTER_PORT, which the launcher "
+                             "prints at start (required)")
+    parser.add_argument("--interval", type=_seconds, default=1.0, metavar="SECONDS",
+                        help="time between two frames, over which rates are measured "
+                             "(default 1)")
+    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                        help="how long to wait for each process's answer; a process silent "
+                             f"that long shows as hung (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--once", action="store_true",
+                        help="print one frame and exit (default: refresh until Ctrl-C)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the rows of one frame as JSON and exit (default: a table)")
+    return parser
+
+
+def table(found: List[dict], spec: str) -> Table:
+    view = Table(title=f"actorgrad job at {spec}  ({time.strftime('%H:%M:%S')})")
+    for column in COLUMNS:
+        view.add_column(column, overflow="fold")
+    for row in found:
+        view.add_row(*cells(row))
+    return view
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        store = open_store(args.store, max(args.timeout, STORE_CONNECT_TIMEOUT))
+    except Exception as error:  # noqa: BLE001 - one line for the person at the shell
+        print(f"{PROG}: cannot reach the job's store at {args.store}: {error}", file=sys.stderr)
+        return 1
+    try:
+        before, taken = snapshot(store, args.timeout), time.monotonic()
+        if args.once or args.json:
+            time.sleep(args.interval)  # a second look, for the rates
+            found = rows(before, snapshot(store, args.timeout), time.monotonic() - taken)
+            if args.json:
+                print(json.dumps(found, indent=2))
+            else:
+                Console().print(table(found, args.store))
+            return 0
+        with Live(table(rows([], before, 0), args.store), auto_refresh=False) as live:
+            while True:
+                time.sleep(args.interval)
+                now = snapshot(store, args.timeout)
+                found = rows(before, now, time.monotonic() - taken)
+                before, taken = now, time.monotonic()
+                live.update(table(found, args.store), refresh=True)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

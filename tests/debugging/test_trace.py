@@ -1,0 +1,92 @@
+"""``python -m actors.debug trace``: every recorder of a real job merged into one timeline."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from actors.debug.trace import causal_shifts, clock_offset, merge
+from tests.debugging.jobs import job
+from tests.subprocesses import ROOT
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+BIG_RECORDER = {"ACTORGRAD_FLIGHT_RECORDER_SIZE": "20000"}
+
+
+def _check_timeline(trace: dict) -> None:
+    events = trace["traceEvents"]
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    assert starts.keys() == ends.keys()
+    late = [(starts[i], ends[i]) for i in starts if starts[i]["ts"] > ends[i]["ts"]]
+    assert not late, late[:5]
+    calls = [e for e in starts.values() if e["name"] == "RPC_CALL"]
+    assert len(calls) >= 2000  # 1,000 requests and their 1,000 replies
+    assert sum(e["name"] == "PG_DATA" for e in starts.values()) >= 100 * 3 * 2
+    slices = [e for e in events if e["ph"] == "X"]
+    assert sum(e["name"].startswith("all_reduce #") for e in slices) >= 3 * 100
+    assert sum(e["name"] == "__main__.echo" for e in slices) == 1000
+
+
+@pytest.mark.slow
+def test_a_trace_of_many_calls_and_collectives_orders_every_send_before_its_receipt(tmp_path):
+    with job("traffic", tmp_path, env=BIG_RECORDER) as running:
+        assert wait_until(lambda: all("traffic done" in running.log(r) for r in range(3)), 90,
+                          0.2), [running.log(r) for r in range(3)]
+        out = subprocess.run([sys.executable, "-m", "actors.debug", "trace", "--store",
+                              running.spec, "-o", str(tmp_path / "live.json")], cwd=ROOT,
+                             capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith(f"wrote {tmp_path / 'live.json'}:")
+        _check_timeline(json.loads((tmp_path / "live.json").read_text()))
+        # after the job: from the files SIGUSR1 writes
+        for proc in running.procs:
+            os.kill(proc.pid, signal.SIGUSR1)
+        flight = tmp_path / "flight"
+        assert wait_until(lambda: len(list(flight.glob("flight-*.json"))) == 3, 20)
+        files = sorted(str(path) for path in flight.glob("flight-*.json"))
+        out = subprocess.run([sys.executable, "-m", "actors.debug", "trace", *files, "-o",
+                              str(tmp_path / "files.json")], cwd=ROOT, capture_output=True,
+                             text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 0, out.stderr
+        _check_timeline(json.loads((tmp_path / "files.json").read_text()))
+
+
+def _recording(pid, entries, mailbox, identity=None, offset=0, error=0):
+    return {"name": f"p{pid}", "rank": pid, "pid": pid, "entries": entries,
+            "mailboxes": [mailbox], "identities": [identity] if identity else [],
+            "offset_ns": offset, "offset_error_ns": error}
+
+
+def _entry(t, event, peer, ident, kind="RPC_CALL"):
+    return {"t_ns": t, "event": event, "peer": peer, "kind": kind, "id": ident, "size": 10,
+            "what": None}
+
+
+def test_a_request_and_its_reply_become_two_arrows_via_the_senders_guessed_identity():
+    caller = _recording(0, [_entry(1000, "send", "tcp://b", 5),
+                            _entry(9000, "recv_reply", "tcp://b", 5)], "tcp://a")
+    callee = _recording(1, [_entry(3000, "recv", "beef", 5),
+                            _entry(4000, "serve_start", "p0", 1),
+                            _entry(5000, "serve_end", "p0", 1),
+                            _entry(6000, "send_reply", "beef", 5)], "tcp://b")
+    events = merge([caller, callee])["traceEvents"]
+    arrows = sorted((e["pid"], e["ts"], e["ph"]) for e in events if e["ph"] in "sf")
+    assert arrows == [(0, 1.0, "s"), (0, 9.0, "f"), (1, 3.0, "f"), (1, 6.0, "s")]
+    [served] = [e for e in events if e["ph"] == "X"]
+    assert (served["pid"], served["ts"], served["dur"]) == (1, 4.0, 1.0)
+
+
+def test_clocks_are_moved_within_their_uncertainty_so_receipts_follow_sends():
+    # p1's clock reads 50 µs early and is known to ±100 µs: its receipt would precede the send
+    assert causal_shifts(2, {(0, 1): -50.0, (1, 0): 250.0}, [0.0, 100.0]) == [0.0, -50.0]
+    # beyond the uncertainty nothing moves
+    assert causal_shifts(2, {(0, 1): -500.0}, [0.0, 100.0]) == [0.0, 0.0]
+    assert clock_offset(1000, 5000, 3000) == 3000
