@@ -24,6 +24,7 @@ GROUPS = [
     "actors.rpc",
     "actors.distributed",
     "actors.launch",
+    "actors.debug",
     "store",
     "store.elastic",
     "store.etcd",

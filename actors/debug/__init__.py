@@ -18,11 +18,10 @@ from actors.runtime.introspection.stacks import format_stacks
 from actors.runtime.io.channel import Channel
 
 from . import directory
-from .trace import clock_offset, file_offset, merge
-
 from .chains import Chain, call_chains, format_chain
 from .diagnosis import DEAD, HUNG, OK, Probe, diagnose
 from .probe import DEFAULT_TIMEOUT, ask_job, open_store
+from .trace import clock_offset, file_offset, merge
 
 StoreLike = Union[str, Any]
 

@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
-OK, DEAD, HUNG = "ok", "dead", "hung"
+OK = "ok"
+"""A `Probe` state: the process answered."""
+DEAD = "dead"
+"""A `Probe` state: nothing answers at its address (the process is gone)."""
+HUNG = "hung"
+"""A `Probe` state: its connection stands but no answer came within the timeout."""
 
 
 class Probe(NamedTuple):
