@@ -169,6 +169,7 @@ def test_sigusr1_writes_the_recorder_and_the_stacks_and_the_rank_goes_on(tmp_pat
         assert any(t["name"] == "MainThread" and any("all_reduce" in line for line in t["stack"])
                    for t in recorded["threads"])
         assert any(e["event"] == "send" and e["kind"] == "PG_DATA" for e in recorded["entries"])
-        assert "flight_recorder_written" in running.log(1)
+        # The log line follows the file.
+        assert wait_until(lambda: "flight_recorder_written" in running.log(1), 10)
         running.release.touch()
         assert all(proc.wait(30) == 0 for proc in running.procs)
