@@ -20,6 +20,9 @@ from actors.runtime.process.waits import SlowWait
 from .errors import CollectiveTimeoutError, DistError, RankLostError
 
 Key = Hashable
+# Most waits for a message end within this (seconds); only a longer one makes the
+# `SlowWait` that reports it, so the common wait pays nothing for reporting.
+QUIET_WAIT = 0.05
 
 
 class Inbox:
@@ -98,6 +101,7 @@ class Inbox:
         message first; RankLostError once every one of `senders` has left."""
         ranks = tuple(ranks)
         watch: Optional[SlowWait] = None
+        waited = False  # the first wait is bounded by QUIET_WAIT instead of a SlowWait
         with self._cond:
             while True:
                 for key in keys:
@@ -116,7 +120,10 @@ class Inbox:
                     if timeout <= 0:
                         dump_recorder("collective_timeout")
                         raise CollectiveTimeoutError(f"{what()} timed out")
-                if slow is not None:
+                if slow is not None and not waited:
+                    timeout = QUIET_WAIT if timeout is None else min(timeout, QUIET_WAIT)
+                    waited = True
+                elif slow is not None:
                     watch = watch or slow()
                     watch.tick()
                     timeout = watch.next_in() if timeout is None else min(timeout,
