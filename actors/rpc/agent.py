@@ -210,8 +210,7 @@ class RpcAgent:
             reply = self.actor.request(self.directory.address(info), kind, payload,
                                        seconds or None)
         self._track(+1)
-        token = self.calls.wait_started(info.name, _called(kind, payload), seconds or None)
-        reply.add_done_callback(lambda _: self.calls.wait_ended(token))
+        self.calls.wait_started(info.name, _called(kind, payload), seconds or None, reply)
         return reply
 
     def _settled(self, done: Future, peer: WorkerInfo) -> Any:
