@@ -210,7 +210,8 @@ class RpcAgent:
             reply = self.actor.request(self.directory.address(info), kind, payload,
                                        seconds or None)
         self._track(+1)
-        self.calls.wait_started(info.name, _called(kind, payload), seconds or None, reply)
+        token = self.calls.wait_started(info.name, _called(kind, payload), seconds or None)
+        reply.add_done_callback(lambda _: self.calls.wait_ended(token))
         return reply
 
     def _settled(self, done: Future, peer: WorkerInfo) -> Any:

@@ -2,9 +2,7 @@
 
 Entries are tuples put in and taken out of plain dicts, each one atomic under the
 GIL, so the call path takes no lock; functions are kept as objects and named only
-when a STATUS is asked for. An asynchronous call's entry keeps its reply's future
-and is dropped once that is done, so nothing runs on the I/O thread when the reply
-comes.
+when a STATUS is asked for.
 """
 from __future__ import annotations
 
@@ -13,13 +11,10 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from actors.runtime import Future, Kind
+from actors.runtime import Kind
 from actors.runtime.introspection.recorder import (SERVE_END, SERVE_START, TRAFFIC,
                                                    describe_callable)
 from actors.runtime.protocol import kind_name
-
-# Entries an asynchronous caller may leave behind before the table is swept.
-_SWEEP_SLACK = 256
 
 
 class CallTable:
@@ -29,10 +24,8 @@ class CallTable:
         self._tokens = itertools.count(1)
         # token -> (caller name, fn, thread ident, thread name, start)
         self.serving: Dict[int, tuple] = {}
-        # token -> (callee name, fn or kind, thread ident, start, timeout in seconds or
-        # None, its reply's future or None)
+        # token -> (callee name, fn or kind, thread ident, start, timeout in seconds or None)
         self.waiting: Dict[int, tuple] = {}
-        self._sweep_at = _SWEEP_SLACK
 
     def serve_started(self, caller: str, fn: Any) -> int:
         token = next(self._tokens)
@@ -46,27 +39,13 @@ class CallTable:
         if entry is not None:
             TRAFFIC.note(SERVE_END, entry[0], Kind.RPC_CALL, token, 0, entry[1])
 
-    def wait_started(self, callee: str, what: Any, timeout: Optional[float],
-                     reply: Optional[Future] = None) -> int:
-        """Note a call awaited from now on; with its `reply`, no `wait_ended` is needed:
-        an entry whose reply came is dropped when the table is next swept or read."""
+    def wait_started(self, callee: str, what: Any, timeout: Optional[float]) -> int:
         token = next(self._tokens)
-        waiting = self.waiting
-        waiting[token] = (callee, what, threading.get_ident(), time.monotonic(), timeout, reply)
-        if reply is not None and len(waiting) > self._sweep_at:
-            self._sweep()
+        self.waiting[token] = (callee, what, threading.get_ident(), time.monotonic(), timeout)
         return token
 
     def wait_ended(self, token: int) -> None:
         self.waiting.pop(token, None)
-
-    def _sweep(self) -> None:
-        """Drop the entries whose reply came; the next sweep waits for the table to
-        double, so sweeping costs a constant per call."""
-        for token, entry in list(self.waiting.items()):
-            if entry[5] is not None and entry[5].done():
-                self.waiting.pop(token, None)
-        self._sweep_at = 2 * len(self.waiting) + _SWEEP_SLACK
 
     def status(self) -> Dict[str, List[Dict[str, Any]]]:
         """``{"serving": [...], "waiting": [...]}``, each with its age in seconds."""
@@ -77,8 +56,7 @@ class CallTable:
         waiting = [{"peer": peer, "function": _what(what), "thread": ident,
                     "age_s": round(now - start, 3),
                     "deadline_in_s": None if not timeout else round(start + timeout - now, 3)}
-                   for peer, what, ident, start, timeout, reply in list(self.waiting.values())
-                   if reply is None or not reply.done()]
+                   for peer, what, ident, start, timeout in list(self.waiting.values())]
         return {"serving": serving, "waiting": waiting}
 
 
