@@ -69,26 +69,23 @@ class Traffic:
              event: str = SENT) -> None:
         """Count (and record) a message of `kind` leaving for `peer` (`event`: SENT, or
         REPLIED for a reply)."""
-        size = sum(map(len, frames))
-        counts = self.counts.get(kind)
-        if counts is None:
-            counts = self.counts.setdefault(kind, [0, 0, 0, 0])
-        counts[2] += 1
-        counts[3] += size
-        ring = self.ring
-        if ring is not None:
-            ring.append((time.monotonic_ns(), event, peer, kind, ident, size, None))
+        self._count(2, kind, frames, peer, ident, event)
 
     def received(self, kind: int, frames: Iterable[Any], peer: Any, ident: int,
                  event: str = RECEIVED) -> None:
         """Count (and record) a message of `kind` that came from `peer` (`event`:
         RECEIVED, or ANSWERED for a reply)."""
+        self._count(0, kind, frames, peer, ident, event)
+
+    def _count(self, slot: int, kind: int, frames: Iterable[Any], peer: Any, ident: int,
+               event: str) -> None:
+        """One message and its bytes at `slot` of `kind`'s counts (0: in, 2: out)."""
         size = sum(map(len, frames))
         counts = self.counts.get(kind)
         if counts is None:
             counts = self.counts.setdefault(kind, [0, 0, 0, 0])
-        counts[0] += 1
-        counts[1] += size
+        counts[slot] += 1
+        counts[slot + 1] += size
         ring = self.ring
         if ring is not None:
             ring.append((time.monotonic_ns(), event, peer, kind, ident, size, None))
