@@ -128,8 +128,11 @@ def test_ft_training_survives_a_killed_replica_in_place_and_ends_as_accurate(tmp
     for rank in "013":  # the survivors were never restarted; only replica 2 was
         assert faulty.count(f"[rank{rank}]: replica {rank} (PID") == 1
     assert "replica 2 (PID" in faulty and "restarted by the launcher" in faulty
-    assert "3 members ['0', '1', '3'], lost ['2']" in faulty
-    assert "4 members ['0', '1', '2', '3'], joined ['2']" in faulty
+    # The survivors go on without replica 2 and it joins later, or its new process is
+    # back before they formed a round without it.
+    assert ("3 members ['0', '1', '3'], lost ['2']" in faulty
+            and "4 members ['0', '1', '2', '3'], joined ['2']" in faulty) \
+        or "4 members ['0', '1', '2', '3'], restarted ['2']" in faulty
 
     def accuracy(out: str) -> float:
         line = next(x for x in out.splitlines() if "final held-out accuracy" in x)

@@ -324,16 +324,21 @@ class Manager:
         event."""
         if last is not None and last.incarnations == step_plan.incarnations:
             return
-        before = set() if last is None else set(last.members)
-        joined = sorted(set(step_plan.members) - before)
-        lost = sorted(before - set(step_plan.members))
+        before = {} if last is None else dict(zip(last.members, last.incarnations))
+        now = dict(zip(step_plan.members, step_plan.incarnations))
+        joined = sorted(set(now) - set(before))
+        lost = sorted(set(before) - set(now))
+        # Back before the others formed a round without it: a new process, same replica.
+        restarted = sorted(m for m in now if m in before and now[m] != before[m])
         log.info("ft_quorum_changed", replica=self.replica_id, round=step_plan.round,
                  members=list(step_plan.members), max_step=step_plan.max_step)
         if self._progress:
             print(f"[ft replica {self.replica_id}] quorum at step {step_plan.max_step}: "
                   f"{step_plan.size} members {list(step_plan.members)}"
                   + (f", joined {joined}" if joined and last is not None else "")
-                  + (f", lost {lost}" if lost else ""), file=sys.stdout, flush=True)
+                  + (f", lost {lost}" if lost else "")
+                  + (f", restarted {restarted}" if restarted else ""), file=sys.stdout,
+                  flush=True)
 
     # ---- state -----------------------------------------------------------------------
 
