@@ -10,6 +10,8 @@ import json
 import sys
 from typing import List, Optional
 
+from store.tcp_store import TCPStore
+
 from . import (calls, collectives, format_chain, format_stack_report, snapshot, stacks, trace,
                trace_files)
 from .probe import DEFAULT_TIMEOUT, open_store, parse_store
@@ -19,7 +21,8 @@ PROG = "python -m actors.debug"
 STORE_CONNECT_TIMEOUT = 3.0
 
 
-def _store_spec(text: str) -> str:
+def store_spec(text: str) -> str:
+    """argparse type of ``--store``: ``HOST:PORT``."""
     try:
         parse_store(text)
     except ValueError as error:
@@ -27,7 +30,8 @@ def _store_spec(text: str) -> str:
     return text
 
 
-def _seconds(text: str) -> float:
+def positive_seconds(text: str) -> float:
+    """argparse type of a duration: seconds > 0."""
     try:
         value = float(text)
     except ValueError:
@@ -37,16 +41,26 @@ def _seconds(text: str) -> float:
     return value
 
 
+def reach_store(spec: str, timeout: float, prog: str) -> Optional[TCPStore]:
+    """A client of the job's store at `spec`, or None after one line on stderr saying why
+    it cannot be reached (the commands then exit 1)."""
+    try:
+        return open_store(spec, max(timeout, STORE_CONNECT_TIMEOUT))
+    except Exception as error:  # noqa: BLE001 - one line for the person at the shell
+        print(f"{prog}: cannot reach the job's store at {spec}: {error}", file=sys.stderr)
+        return None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description="Ask every process of a running job what it is doing, "
         "through the job's store. Each process answers on its I/O thread, even while "
         "its own threads are stuck.")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--store", required=True, type=_store_spec, metavar="HOST:PORT",
+    common.add_argument("--store", required=True, type=store_spec, metavar="HOST:PORT",
                         help="the job's store: its MASTER_ADDR:MASTER_PORT, which the "
                              "launcher prints at start (required)")
-    common.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+    common.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT,
                         metavar="SECONDS", help="how long to wait for each process's answer; "
                         "a process silent that long is reported hung "
                         f"(default {DEFAULT_TIMEOUT:g})")
@@ -82,10 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "from recorder files written after it failed (FILE ...).")
     timeline.add_argument("files", nargs="*", metavar="FILE",
                           help="flight recorder files (default: ask the job at --store)")
-    timeline.add_argument("--store", type=_store_spec, default=None, metavar="HOST:PORT",
+    timeline.add_argument("--store", type=store_spec, default=None, metavar="HOST:PORT",
                           help="the running job's store: its MASTER_ADDR:MASTER_PORT "
                                "(default: none; give it or FILEs)")
-    timeline.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+    timeline.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT,
                           metavar="SECONDS", help="how long to wait for each process's "
                           f"answer; a silent process is left out (default {DEFAULT_TIMEOUT:g})")
     timeline.add_argument("-o", "--output", required=True, metavar="PATH",
@@ -114,11 +128,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         except OSError as error:
             print(f"{PROG} trace: {error}", file=sys.stderr)
             return 1
-    try:
-        store = open_store(args.store, max(args.timeout, STORE_CONNECT_TIMEOUT))
-    except Exception as error:  # noqa: BLE001 - one line for the person at the shell
-        print(f"{PROG}: cannot reach the job's store at {args.store}: {error}",
-              file=sys.stderr)
+    store = reach_store(args.store, args.timeout, PROG)
+    if store is None:
         return 1
     try:
         if args.command == "status":

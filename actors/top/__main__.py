@@ -16,8 +16,8 @@ from rich.live import Live
 from rich.table import Table
 
 from actors.debug import snapshot
-from actors.debug.cli import STORE_CONNECT_TIMEOUT, _seconds, _store_spec
-from actors.debug.probe import DEFAULT_TIMEOUT, open_store
+from actors.debug.cli import positive_seconds, reach_store, store_spec
+from actors.debug.probe import DEFAULT_TIMEOUT
 from actors.top import COLUMNS, cells, rows
 
 PROG = "python -m actors.top"
@@ -28,13 +28,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="A live view of a running job: one row per worker with its "
         "state, message rates, oldest call in flight, distributed-autograd contexts, "
         "collective in progress and whom it waits for, RSS and CPU time.")
-    parser.add_argument("--store", required=True, type=_store_spec, metavar="HOST:PORT",
+    parser.add_argument("--store", required=True, type=store_spec, metavar="HOST:PORT",
                         help="the job's store: its MASTER_ADDR:MASTER_PORT, which the launcher "
                              "prints at start (required)")
-    parser.add_argument("--interval", type=_seconds, default=1.0, metavar="SECONDS",
+    parser.add_argument("--interval", type=positive_seconds, default=1.0, metavar="SECONDS",
                         help="time between two frames, over which rates are measured "
                              "(default 1)")
-    parser.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT,
+                        metavar="SECONDS",
                         help="how long to wait for each process's answer; a process silent "
                              f"that long shows as hung (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--once", action="store_true",
@@ -55,10 +56,8 @@ def table(found: List[dict], spec: str) -> Table:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        store = open_store(args.store, max(args.timeout, STORE_CONNECT_TIMEOUT))
-    except Exception as error:  # noqa: BLE001 - one line for the person at the shell
-        print(f"{PROG}: cannot reach the job's store at {args.store}: {error}", file=sys.stderr)
+    store = reach_store(args.store, args.timeout, PROG)
+    if store is None:
         return 1
     try:
         before, taken = snapshot(store, args.timeout), time.monotonic()
