@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Tuple
 
 import pytest
 
@@ -21,7 +20,6 @@ from tests.net import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 50
-AT_ONCE = 5  # jobs running side by side
 
 ctx = mp.get_context("forkserver")
 ctx.set_forkserver_preload(["numpy", "zmq", "actors.distributed"])
@@ -57,21 +55,15 @@ def busy_process():
         busy.wait(10)
 
 
-def start_run(world: int, size: int) -> Tuple[list, "mp.Queue"]:
-    """One job of `world` ranks on a port of its own: its processes and their results."""
+def run_once(world: int, size: int) -> dict:
     port = free_port()
     results = ctx.Queue()
     procs = [ctx.Process(target=_rank, args=(r, world, port, size, results))
              for r in range(world)]
     for proc in procs:
         proc.start()
-    return procs, results
-
-
-def finish_run(procs: list, results: "mp.Queue") -> dict:
-    """Each rank's outcome and the exit codes of a started job."""
     try:
-        outcomes = dict(results.get(timeout=30) for _ in procs)
+        outcomes = dict(results.get(timeout=30) for _ in range(world))
         for proc in procs:
             proc.join(15)
         outcomes["exit codes"] = [proc.exitcode for proc in procs]
@@ -91,12 +83,10 @@ def test_every_rank_finishes_its_last_all_reduce_when_peers_exit_right_after_the
         busy_process, world, size):
     started = time.monotonic()
     failures = []
-    for wave in range(0, RUNS, AT_ONCE):  # several jobs at once load the machine further
-        jobs = [start_run(world, size) for _ in range(AT_ONCE)]
-        for run, job in enumerate(jobs, wave):
-            outcome = finish_run(*job)
-            if outcome != {**{r: "ok" for r in range(world)}, "exit codes": [0] * world}:
-                failures.append((run, outcome))
+    for run in range(RUNS):
+        outcome = run_once(world, size)
+        if outcome != {**{r: "ok" for r in range(world)}, "exit codes": [0] * world}:
+            failures.append((run, outcome))
     assert not failures, f"{len(failures)} of {RUNS} runs failed, e.g. {failures[:3]}"
     assert time.monotonic() - started < 540
 
