@@ -1,13 +1,12 @@
-"""What the flight recorder and introspection cost: rpc_async throughput and the 4 KiB
-all_reduce with the recorder on (the default) and off, in alternating rounds.
+"""What introspection costs: rpc_async throughput and the 4 KiB all_reduce with it on
+(the default) and off, in alternating rounds.
 
-Each round runs both figures once with ``ACTORGRAD_FLIGHT_RECORDER=1`` and once with
-``0``, every process spawned fresh so that it reads the setting; the message counts
-and the introspection sockets stay in both (they have no switch), so "off" is the
-recorder's cost alone, and the counts' cost shows against raw pyzmq beside. The
-figures are bench_rpc's W2 (rpc_async pipelined, calls/s) and bench_collectives'
-4 KiB all_reduce on 2 ranks (µs). Prints one JSON line: per figure the median of
-the rounds on and off and the cost in percent.
+Each round runs both figures once with ``ACTORGRAD_INTROSPECTION=1`` and once with
+``0`` (no message counts, no flight recorder, no call tables), every process spawned
+fresh so that it reads the setting. The figures are bench_rpc's W2 (rpc_async
+pipelined, calls/s) and bench_collectives' 4 KiB all_reduce on 2 ranks (µs); raw
+pyzmq beside. Prints one JSON line: per figure the median of the rounds on and off,
+the cost in percent, and every round's figure.
 Usage: ``python benchmarks/bench_recorder.py [--rounds K] [--calls N] [--quick]``.
 """
 from __future__ import annotations
@@ -21,7 +20,7 @@ from typing import Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from actors.runtime.introspection.recorder import ENABLED_VARIABLE  # noqa: E402
+from actors.runtime.introspection.recorder import SWITCH_VARIABLE  # noqa: E402
 from benchmarks import bench_collectives, bench_rpc  # noqa: E402
 
 
@@ -39,7 +38,8 @@ def _summary(on: List[float], off: List[float], higher_is_better: bool) -> Dict[
     cost = (off_median - on_median) / off_median if higher_is_better else \
         (on_median - off_median) / off_median
     return {"on": round(on_median, 1), "off": round(off_median, 1),
-            "cost_pct": round(100 * cost, 2)}
+            "cost_pct": round(100 * cost, 2), "on_rounds": [round(v, 1) for v in on],
+            "off_rounds": [round(v, 1) for v in off]}
 
 
 def main() -> None:
@@ -55,10 +55,10 @@ def main() -> None:
     collective: Dict[str, List[float]] = {"1": [], "0": []}
     for round_ in range(args.rounds):
         for setting in ("1", "0") if round_ % 2 == 0 else ("0", "1"):
-            os.environ[ENABLED_VARIABLE] = setting
+            os.environ[SWITCH_VARIABLE] = setting
             rpc[setting].append(_rpc_async_calls_per_s(args.calls, args.runs))
             collective[setting].append(_all_reduce_us(args.quick))
-    os.environ.pop(ENABLED_VARIABLE)
+    os.environ.pop(SWITCH_VARIABLE)
     raw_rpc = bench_rpc.in_fresh_process(bench_rpc.raw, args.calls, args.runs, False, ())
     raw_collective = bench_collectives.run("raw_pyzmq", "latency", 2, args.quick)
     print(json.dumps({

@@ -105,7 +105,13 @@ class RpcAgent:
 
     def _status(self) -> dict:
         return {"name": self.name, "rank": self.rank, "world_size": self.world_size,
-                **self.calls.status()}
+                **self.calls.status(self.actor.requests_in_flight(), self._worker_at)}
+
+    def _worker_at(self, address: str) -> Optional[str]:
+        try:
+            return self.directory.by_address(address).name
+        except ValueError:  # not a worker of this world: shown by its address
+            return None
 
     # ---- ids ----------------------------------------------------------------------
 
@@ -208,10 +214,8 @@ class RpcAgent:
         seconds = self.timeout if timeout is None else timeout
         with self._sending(info):
             reply = self.actor.request(self.directory.address(info), kind, payload,
-                                       seconds or None)
+                                       seconds or None, what=_called(kind, payload))
         self._track(+1)
-        token = self.calls.wait_started(info.name, _called(kind, payload), seconds or None)
-        reply.add_done_callback(lambda _: self.calls.wait_ended(token))
         return reply
 
     def _settled(self, done: Future, peer: WorkerInfo) -> Any:

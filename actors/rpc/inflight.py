@@ -1,43 +1,56 @@
 """`CallTable`: the calls a worker is serving and the calls it waits on, for STATUS.
 
 Entries are tuples put in and taken out of plain dicts, each one atomic under the
-GIL, so the call path takes no lock; functions are kept as objects and named only
-when a STATUS is asked for.
+GIL, so the call path takes no lock; functions are kept as objects, threads as
+idents, and both are named only when a STATUS is asked for. A call sent through
+the I/O thread waits in the actor's own table of requests in flight
+(`Actor.requests_in_flight`), so only calls that wait on their caller's own
+connection are put here.
 """
 from __future__ import annotations
 
 import itertools
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from actors.runtime import Kind
 from actors.runtime.introspection.recorder import (SERVE_END, SERVE_START, TRAFFIC,
-                                                   describe_callable)
+                                                   describe_callable, enabled)
+from actors.runtime.io.peers import Pending
 from actors.runtime.protocol import kind_name
+
+_RPC_CALL = int(Kind.RPC_CALL)
 
 
 class CallTable:
-    """Calls in flight on one worker: `serving` (from callers) and `waiting` (to callees)."""
+    """Calls in flight on one worker: `serving` (from callers) and `waiting` (to callees
+    on the caller's own connection); both stay empty when introspection is off
+    (``ACTORGRAD_INTROSPECTION=0``), where every token is 0."""
 
     def __init__(self) -> None:
         self._tokens = itertools.count(1)
-        # token -> (caller name, fn, thread ident, thread name, start)
+        # token -> (caller name, fn, thread ident, monotonic ns at start)
         self.serving: Dict[int, tuple] = {}
         # token -> (callee name, fn or kind, thread ident, start, timeout in seconds or None)
         self.waiting: Dict[int, tuple] = {}
+        self._record = TRAFFIC.record
+        if not enabled():
+            self.serve_started = self.wait_started = _no_token  # type: ignore[method-assign]
+            self.serve_ended = self.wait_ended = _no_token  # type: ignore[method-assign]
 
     def serve_started(self, caller: str, fn: Any) -> int:
         token = next(self._tokens)
-        thread = threading.current_thread()
-        self.serving[token] = (caller, fn, thread.ident, thread.name, time.monotonic())
-        TRAFFIC.note(SERVE_START, caller, Kind.RPC_CALL, token, 0, fn)
+        start = time.monotonic_ns()
+        self.serving[token] = (caller, fn, threading.get_ident(), start)
+        self._record((start, SERVE_START, caller, _RPC_CALL, token, 0, fn))
         return token
 
     def serve_ended(self, token: int) -> None:
         entry = self.serving.pop(token, None)
         if entry is not None:
-            TRAFFIC.note(SERVE_END, entry[0], Kind.RPC_CALL, token, 0, entry[1])
+            self._record((time.monotonic_ns(), SERVE_END, entry[0], _RPC_CALL, token, 0,
+                          entry[1]))
 
     def wait_started(self, callee: str, what: Any, timeout: Optional[float]) -> int:
         token = next(self._tokens)
@@ -47,17 +60,29 @@ class CallTable:
     def wait_ended(self, token: int) -> None:
         self.waiting.pop(token, None)
 
-    def status(self) -> Dict[str, List[Dict[str, Any]]]:
-        """``{"serving": [...], "waiting": [...]}``, each with its age in seconds."""
-        now = time.monotonic()
+    def status(self, sent: Iterable[Pending] = (),
+               callee_of: Callable[[str], Optional[str]] = lambda address: None
+               ) -> Dict[str, List[Dict[str, Any]]]:
+        """``{"serving": [...], "waiting": [...]}``, each with its age in seconds; `sent`
+        adds the requests in flight through the I/O thread that name what they call,
+        their callee named by `callee_of` (peer address -> worker name)."""
+        now, now_ns = time.monotonic(), time.monotonic_ns()
+        names = {thread.ident: thread.name for thread in threading.enumerate()}
         serving = [{"caller": caller, "function": describe_callable(fn), "thread": ident,
-                    "thread_name": name, "age_s": round(now - start, 3)}
-                   for caller, fn, ident, name, start in list(self.serving.values())]
-        waiting = [{"peer": peer, "function": _what(what), "thread": ident,
-                    "age_s": round(now - start, 3),
-                    "deadline_in_s": None if not timeout else round(start + timeout - now, 3)}
-                   for peer, what, ident, start, timeout in list(self.waiting.values())]
-        return {"serving": serving, "waiting": waiting}
+                    "thread_name": names.get(ident), "age_s": round((now_ns - start) / 1e9, 3)}
+                   for caller, fn, ident, start in list(self.serving.values())]
+        waiting = list(self.waiting.values()) + [
+            (callee_of(p.peer) or p.peer, p.what, p.thread, p.started, p.timeout)
+            for p in sent if p.what is not None]
+        return {"serving": serving, "waiting": [
+            {"peer": peer, "function": _what(what), "thread": ident,
+             "age_s": round(now - start, 3),
+             "deadline_in_s": None if not timeout else round(start + timeout - now, 3)}
+            for peer, what, ident, start, timeout in waiting]}
+
+
+def _no_token(*_args: Any) -> int:
+    return 0
 
 
 def _what(what: Any) -> Any:

@@ -23,6 +23,7 @@ the threads never reference. Dropping the handle runs its finalizer, which calls
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 import weakref
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -48,7 +49,7 @@ from .protocol import (ERROR, INTROSPECTION_KINDS, JSON, ONEWAY, PROTOCOL_VERSIO
 from .io.router import Router
 from .concurrency.scheduler import WorkerPool
 from .io.security import secure
-from .introspection.recorder import ANSWERED, REPLIED, TRAFFIC
+from .introspection.recorder import ANSWERED, RECEIVED, REPLIED, SENT, TRAFFIC
 from .introspection.server import IntrospectionServer
 from .introspection import status
 from .introspection.status import dump_recorder
@@ -313,29 +314,37 @@ class ActorCore:
             self._mailbox.watch(server.socket, zmq.POLLIN, server.on_ready)
         return server.address
 
+    def requests_in_flight(self) -> List[Pending]:
+        """The requests sent from here that wait for their replies (any thread)."""
+        return self._peers.requests()
+
     # ---- outgoing -----------------------------------------------------------------
 
     def request(self, peer: str, kind: int, payload: Any = None,
-                timeout: Optional[float] = None, *, json: bool = False) -> Future:
+                timeout: Optional[float] = None, *, json: bool = False,
+                what: Any = None) -> Future:
         """Send a request to the actor at `peer`; the future holds the reply payload.
 
         The payload is encoded on the calling thread, so an unpicklable argument raises
         here, before anything is sent. `timeout`: None waits without limit, else
         seconds (0 or less: the request times out as soon as it is sent), as everywhere
         in the runtime. A timeout fails the future with RequestTimeoutError; a lost
-        peer with PeerLostError.
+        peer with PeerLostError. `what` names what the request calls in
+        `requests_in_flight` (default: its kind).
         """
         if self._stopped:
             raise ActorStoppedError(f"actor {self.name} is stopped")
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         future = Future()
-        deadline = None if timeout is None else time.monotonic() + timeout
+        now = time.monotonic()
+        deadline = None if timeout is None else now + timeout
         # Registered here, not on the I/O thread, so that stop() fails it even if the
         # I/O thread never gets to send it.
-        self._peers.register(req_id, Pending(future, peer, kind, timeout))
+        self._peers.register(req_id, Pending(future, peer, kind, timeout, what,
+                                             threading.get_ident(), now))
         # Recorded before it leaves: its receipt must never come first in a timeline.
-        TRAFFIC.sent(kind, frames, peer, req_id)
+        TRAFFIC.message(SENT, kind, frames, peer, req_id)
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
@@ -346,7 +355,7 @@ class ActorCore:
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:
         """Send a one-way message to `peer` (no reply, no future)."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
-        TRAFFIC.sent(kind, frames, peer, 0)
+        TRAFFIC.message(SENT, kind, frames, peer, 0)
         self._mailbox.send_to_peer(peer, frames)
 
     def reply(self, msg: Message, payload: Any) -> None:
@@ -358,7 +367,7 @@ class ActorCore:
             frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
-        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id, REPLIED)
+        TRAFFIC.message(REPLIED, msg.kind, frames, msg.sender, msg.req_id)
         self._send_to_sender(msg.sender, frames)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
@@ -366,7 +375,7 @@ class ActorCore:
         if msg.oneway or msg.sender is None:
             return
         frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
-        TRAFFIC.sent(msg.kind, frames, msg.sender, msg.req_id, REPLIED)
+        TRAFFIC.message(REPLIED, msg.kind, frames, msg.sender, msg.req_id)
         self._send_to_sender(msg.sender, frames)
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
@@ -432,7 +441,7 @@ class ActorCore:
         if header.flags & PUSH:
             self._on_push(peer, header, frames)
             return
-        TRAFFIC.received(header.kind, frames, peer, header.req_id, ANSWERED)
+        TRAFFIC.message(ANSWERED, header.kind, frames, peer, header.req_id)
         pending = self._peers.forget(header.req_id)
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
@@ -526,7 +535,7 @@ class ActorCore:
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
             payload = envelope.read_payload(header, frames)
-            TRAFFIC.received(header.kind, frames, identity, header.req_id)
+            TRAFFIC.message(RECEIVED, header.kind, frames, identity, header.req_id)
             return registration, Message(header.kind, header.req_id, header.flags, payload,
                                          sender=identity)
         except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised
@@ -622,5 +631,5 @@ def _delegate(name: str) -> property:
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
               "report_lost", "on_push", "request", "notify", "reply", "reply_error", "push",
               "call_later", "call_soon", "close_soon", "attach", "deliver_sent",
-              "serve_introspection"):
+              "serve_introspection", "requests_in_flight"):
     setattr(Actor, _name, _delegate(_name))

@@ -4,7 +4,8 @@ Run as one process per rank with MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE s
 ``python tests/debugging/job.py SCENARIO RELEASE``. Whatever is stuck waits until
 the file RELEASE exists (60 s at most), so every run ends by itself.
 
-Scenarios: ``chain`` (w0 calls w1, which calls w2, where `stuck_here` waits; w2 has
+Scenarios: ``chain`` (w0 calls w1 with rpc_sync, which calls w2 with rpc_async, where
+`stuck_here` waits; w2 has
 one worker thread, so all of its worker threads are blocked); and, after one
 collective that every rank completes, ``never_enters`` (rank 2 stays out of the
 second all_reduce), ``different_shape`` and ``different_op`` (rank 2 enters the
@@ -37,7 +38,8 @@ def stuck_here(release: str) -> str:
 
 
 def relay(to: str, release: str) -> str:
-    return actors.rpc_sync(to, stuck_here, args=(release,))
+    # asynchronously, while w0 calls synchronously: STATUS shows both kinds of wait
+    return actors.rpc_async(to, stuck_here, args=(release,)).wait()
 
 
 def chain(rank: int, release: str) -> None:

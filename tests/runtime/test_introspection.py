@@ -12,7 +12,7 @@ import pytest
 import zmq
 
 from actors.runtime import Actor, Kind, ProtocolError, UnknownKindError
-from actors.runtime.introspection.recorder import Traffic
+from actors.runtime.introspection.recorder import OP_START, RECEIVED, REPLIED, SENT, Traffic
 from actors.runtime.introspection.status import add_section, remove_section
 from actors.runtime.io.channel import Channel
 from actors.runtime.io.context import process_context
@@ -123,21 +123,48 @@ def test_the_introspection_socket_adds_no_thread_and_closes_with_its_actor():
 def test_the_recorder_keeps_the_last_entries_and_counts_every_message():
     traffic = Traffic(3)
     for ident in range(5):
-        traffic.sent(0x0200, [b"h" * 16, b"body"], "tcp://peer:1", ident)
-    traffic.received(0x0200, [b"h" * 16], b"\x01", 9)
-    assert [e[4] for e in traffic.entries()] == [3, 4, 9]
-    assert traffic.counts[0x0200] == [1, 16, 5, 100]
-    off = Traffic(0)
-    off.sent(1, [b"x"], "p", 1)
-    assert off.entries() == [] and off.counts[1] == [0, 0, 1, 1]
-    assert off.dump("test", {"name": "x"}) is None
+        traffic.message(SENT, 0x0200, [b"h" * 16, b"body"], "tcp://peer:1", ident)
+    traffic.message(RECEIVED, 0x0200, [b"h" * 16], b"\x01", 9)
+    traffic.message(REPLIED, 0x0200, [b"h" * 16], b"\x01", 9)
+    assert [e[4] for e in traffic.entries()] == [4, 9, 9]
+    assert traffic.by_kind()[0x0200] == {"msgs_in": 1, "bytes_in": 16, "msgs_out": 6,
+                                         "bytes_out": 116}
+    no_recorder = Traffic(0)
+    no_recorder.message(SENT, 1, [b"x"], "p", 1)
+    assert no_recorder.entries() == [] and no_recorder.by_kind()[1]["msgs_out"] == 1
+    assert no_recorder.dump("test", {"name": "x"}) is None
+    off = Traffic(8, counting=False)
+    off.message(SENT, 1, [b"x"], "p", 1)
+    off.note(OP_START, "0", "all_reduce", 1, 0, None)
+    assert off.entries() == [] and off.by_kind() == {}
+
+
+def test_introspection_off_keeps_no_counts_no_recorder_and_no_call_tables():
+    script = """
+from actors.runtime import Actor, Kind
+from actors.runtime.introspection.recorder import TRAFFIC
+from actors.rpc.inflight import CallTable
+with Actor(None, name="a") as a, Actor(name="b") as b:
+    b.register(Kind.PING, lambda msg: b.reply(msg, "pong"))
+    assert a.request(b.address, Kind.PING, None, 5).wait(5) == "pong"
+calls = CallTable()
+assert calls.serve_started("w0", print) == 0 and calls.wait_started("w1", print, 1.0) == 0
+assert (TRAFFIC.by_kind(), TRAFFIC.entries(), calls.status()) == \\
+    ({}, [], {"serving": [], "waiting": []})
+print("off")
+"""
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60,
+                          env={**os.environ, "ACTORGRAD_INTROSPECTION": "0",
+                               "PYTHONPATH": str(ROOT)})
+    assert done.stdout.strip() == "off", done.stderr
 
 
 def test_a_dump_goes_to_the_log_dir_and_is_written_once_per_reason_in_a_while(tmp_path,
                                                                              monkeypatch):
     monkeypatch.setenv("ACTORGRAD_LOG_DIR", str(tmp_path))
     traffic = Traffic(8)
-    traffic.sent(0x0200, [b"x" * 20], "tcp://a:1", 1)
+    traffic.message(SENT, 0x0200, [b"x" * 20], "tcp://a:1", 1)
     first = traffic.dump("request_timeout", {"name": "w0", "rank": 0})
     assert first is not None and first.startswith(str(tmp_path))
     assert traffic.dump("request_timeout", {"name": "w0"}) is None

@@ -78,9 +78,7 @@ def rss_bytes() -> int:
 
 def traffic_table(traffic: Traffic) -> Dict[str, Dict[str, int]]:
     """The counts by kind name."""
-    return {kind_name(kind): {"msgs_in": c[0], "bytes_in": c[1], "msgs_out": c[2],
-                              "bytes_out": c[3]}
-            for kind, c in list(traffic.counts.items())}
+    return {kind_name(kind): row for kind, row in traffic.by_kind().items()}
 
 
 def process_status(traffic: Traffic = TRAFFIC) -> Dict[str, Any]:

@@ -23,7 +23,7 @@ import zmq
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
 from .context import process_context
-from ..introspection.recorder import ANSWERED, TRAFFIC
+from ..introspection.recorder import ANSWERED, SENT, TRAFFIC
 from ..introspection.status import dump_recorder
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
@@ -105,7 +105,7 @@ class Channel:
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
-        TRAFFIC.sent(kind, frames, self.address, req_id)  # before: see ActorCore.request
+        TRAFFIC.message(SENT, kind, frames, self.address, req_id)  # before: see ActorCore.request
         send_frames(conn.socket, frames)
         about_to_block()
         while True:
@@ -127,7 +127,7 @@ class Channel:
                     waiting()
                 continue
             header = envelope.read_header(reply)
-            TRAFFIC.received(header.kind, reply, self.address, header.req_id, ANSWERED)
+            TRAFFIC.message(ANSWERED, header.kind, reply, self.address, header.req_id)
             if header.req_id != req_id or not header.flags & RESPONSE:
                 continue  # the late answer to an earlier call that timed out
             result = envelope.read_payload(header, reply)

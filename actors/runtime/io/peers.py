@@ -13,7 +13,7 @@ operation each, atomic under the GIL), so the I/O thread iterates over a copy.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import zmq
 
@@ -37,13 +37,16 @@ class Liveness(NamedTuple):
 
 class Pending:
     """A request waiting for its reply; `sent_as` is its place among the messages sent
-    to `peer` (from 1; 0 until it leaves)."""
+    to `peer` (from 1; 0 until it leaves). `what` (what it calls, for STATUS), the
+    sending thread and the monotonic time it started say what waits on it."""
 
-    __slots__ = ("future", "peer", "kind", "timeout", "sent_as")
+    __slots__ = ("future", "peer", "kind", "timeout", "sent_as", "what", "thread", "started")
 
-    def __init__(self, future: Future, peer: str, kind: int, timeout: Optional[float]):
+    def __init__(self, future: Future, peer: str, kind: int, timeout: Optional[float],
+                 what: Any = None, thread: int = 0, started: float = 0.0):
         self.future, self.peer, self.kind, self.timeout = future, peer, kind, timeout
         self.sent_as = 0
+        self.what, self.thread, self.started = what, thread, started
 
 
 class PeerTable:
@@ -125,6 +128,10 @@ class PeerTable:
         """Take out the requests whose deadline is at or before `now`."""
         due = self._deadlines.due(now, self._pending.__contains__)
         return [p for p in (self._pending.pop(req_id, None) for req_id in due) if p is not None]
+
+    def requests(self) -> List[Pending]:
+        """The requests waiting for their replies now (any thread: a copy)."""
+        return list(self._pending.copy().values())
 
     def take_requests(self, which: Callable[[Pending], bool]) -> List[Pending]:
         """Take out every pending request `which` selects."""
