@@ -8,7 +8,8 @@ import pytest
 
 from actors.launch.agent import ElasticAgent
 from actors.launch.config import build_parser, parse_args
-from store.elastic import RendezvousStoreInfo
+from store.elastic import RendezvousInfo, RendezvousStoreInfo
+from store.hash_store import HashStore
 from store.elastic.registry import rendezvous_handler_registry
 
 pytestmark = pytest.mark.timeout(30)
@@ -82,7 +83,8 @@ def test_the_variables_the_launcher_gives_its_workers_are_the_documented_ones(mo
     agent._restarts_left = agent._config.max_restarts
     agent._log_dir = "/logs/run"  # as with --log-dir
     monkeypatch.setattr(os, "environ", {})  # what the launcher adds, not what it inherits
-    envs = agent._worker_envs(0, 1, RendezvousStoreInfo("127.0.0.1", 1))
+    envs = agent._worker_envs(RendezvousInfo(HashStore(), 0, 1),
+                              RendezvousStoreInfo("127.0.0.1", 1))
     monkeypatch.undo()
     given = {name for env in envs for name in env}
     paragraph = _section("ELASTIC.md", "**Start K workers**", "3. **Monitor**")

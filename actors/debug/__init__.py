@@ -1,7 +1,8 @@
 """See what a running job is doing: per-process status, calls in flight, stacks, collectives.
 
 The functions take the job's store (a `Store`, or ``"HOST:PORT"``: the job's
-MASTER_ADDR:MASTER_PORT) and ask every process published there
+MASTER_ADDR:MASTER_PORT, or ``"etcd://HOST:PORT/PREFIX"`` for a job whose init
+method is etcd://) and ask every process published there
 (`actors.debug.directory`) over its introspection socket, which its I/O thread
 answers even while its worker threads are stuck. ``python -m actors.debug`` is the
 same from a shell.
@@ -36,7 +37,7 @@ _FILE_CLOCK_ERROR_NS = 1_000_000
 
 @contextlib.contextmanager
 def _store(store: StoreLike) -> Iterator[Any]:
-    """The store itself, or a client of ``"HOST:PORT"`` closed after use."""
+    """The store itself, or a client of ``"HOST:PORT"`` (or etcd://) closed after use."""
     if not isinstance(store, str):
         yield store
         return

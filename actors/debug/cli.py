@@ -10,7 +10,7 @@ import json
 import sys
 from typing import List, Optional
 
-from store.tcp_store import TCPStore
+from store.base import Store
 
 from . import (calls, collectives, format_chain, format_stack_report, snapshot, stacks, trace,
                trace_files)
@@ -22,12 +22,16 @@ STORE_CONNECT_TIMEOUT = 3.0
 
 
 def store_spec(text: str) -> str:
-    """argparse type of ``--store``: ``HOST:PORT``."""
+    """argparse type of ``--store``: ``HOST:PORT`` or ``etcd://HOST:PORT/PREFIX``."""
     try:
         parse_store(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return text
+
+
+STORE_HELP = ("the job's store: its MASTER_ADDR:MASTER_PORT, which the launcher prints "
+              "at start, or etcd://HOST:PORT/PREFIX for a job whose init method is etcd://")
 
 
 def positive_seconds(text: str) -> float:
@@ -41,7 +45,7 @@ def positive_seconds(text: str) -> float:
     return value
 
 
-def reach_store(spec: str, timeout: float, prog: str) -> Optional[TCPStore]:
+def reach_store(spec: str, timeout: float, prog: str) -> Optional[Store]:
     """A client of the job's store at `spec`, or None after one line on stderr saying why
     it cannot be reached (the commands then exit 1)."""
     try:
@@ -58,8 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         "its own threads are stuck.")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", required=True, type=store_spec, metavar="HOST:PORT",
-                        help="the job's store: its MASTER_ADDR:MASTER_PORT, which the "
-                             "launcher prints at start (required)")
+                        help=f"{STORE_HELP} (required)")
     common.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT,
                         metavar="SECONDS", help="how long to wait for each process's answer; "
                         "a process silent that long is reported hung "
@@ -97,8 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     timeline.add_argument("files", nargs="*", metavar="FILE",
                           help="flight recorder files (default: ask the job at --store)")
     timeline.add_argument("--store", type=store_spec, default=None, metavar="HOST:PORT",
-                          help="the running job's store: its MASTER_ADDR:MASTER_PORT "
-                               "(default: none; give it or FILEs)")
+                          help=f"{STORE_HELP} (default: none; give it or FILEs)")
     timeline.add_argument("--timeout", type=positive_seconds, default=DEFAULT_TIMEOUT,
                           metavar="SECONDS", help="how long to wait for each process's "
                           f"answer; a silent process is left out (default {DEFAULT_TIMEOUT:g})")

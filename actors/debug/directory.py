@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import socket
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from actors.runtime.introspection import signals, status
 from actors.runtime.process.log import get_logger
@@ -21,16 +21,27 @@ SEGMENT = "introspection"
 
 
 def publish(store: Any, role: str, address: str, name: Optional[str], rank: Optional[int]
-            ) -> None:
-    """Tell the job's `store` where this process answers introspection (best effort)."""
+            ) -> Callable[[], None]:
+    """Tell the job's `store` where this process answers introspection (best effort);
+    returns what takes the entry back when the process leaves the job cleanly, so that
+    the commands do not report it dead."""
     status.set_identity(name, rank)
     signals.install()
     entry = {"address": address, "role": role, "name": name, "rank": rank,
              "pid": os.getpid(), "host": socket.gethostname()}
+    key = f"{SEGMENT}/{entry['host']}/{entry['pid']}/{role}"
     try:
-        store.set(f"{SEGMENT}/{entry['host']}/{entry['pid']}/{role}", json.dumps(entry))
+        store.set(key, json.dumps(entry))
     except Exception as error:  # noqa: BLE001 - introspection must never break joining
         log.warning("introspection_not_published", role=role, error=str(error))
+
+    def withdraw() -> None:
+        try:
+            store.delete_key(key)
+        except Exception as error:  # noqa: BLE001 - nor leaving (the store may be gone)
+            log.info("introspection_not_withdrawn", role=role, error=str(error))
+
+    return withdraw
 
 
 def is_entry_key(key: str) -> bool:

@@ -12,27 +12,41 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from actors.runtime import Actor, Kind, PeerLostError
 from actors.runtime.concurrency.futures import FutureTimeoutError
+from store.base import Store
 from store.tcp_store import TCPStore
 
 from . import directory
 from .diagnosis import DEAD, HUNG, OK, Probe
 
 DEFAULT_TIMEOUT = 2.0
+ETCD = "etcd://"
 
 
-def parse_store(spec: str) -> Tuple[str, int]:
-    """``HOST:PORT`` → (host, port); ValueError says what is wrong."""
-    host, sep, port = spec.rpartition(":")
+def parse_store(spec: str) -> Tuple[str, int, Optional[str]]:
+    """``HOST:PORT`` → (host, port, None); ``etcd://HOST:PORT[/PREFIX]`` → (host, port,
+    prefix, by default ``/actorgrad`` as for the etcd:// init method); ValueError says
+    what is wrong."""
+    etcd = spec.startswith(ETCD)
+    address, _, prefix = spec[len(ETCD):].partition("/") if etcd else (spec, "", "")
+    host, sep, port = address.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError(f"--store takes HOST:PORT (the job's MASTER_ADDR:MASTER_PORT), "
+        raise ValueError(f"--store takes HOST:PORT (the job's MASTER_ADDR:MASTER_PORT) or "
+                         f"etcd://HOST:PORT/PREFIX (the job's etcd:// init method), "
                          f"got {spec!r}")
-    return host, int(port)
+    if not etcd:
+        return host, int(port), None
+    return host, int(port), "/" + (prefix.strip("/") or "actorgrad")
 
 
-def open_store(spec: str, timeout: float = 10.0) -> TCPStore:
-    """A client of the job's store at ``HOST:PORT``."""
-    host, port = parse_store(spec)
-    return TCPStore(host, port, is_master=False, timeout=timeout)
+def open_store(spec: str, timeout: float = 10.0) -> Store:
+    """A client of the job's store at ``HOST:PORT`` (its TCPStore) or
+    ``etcd://HOST:PORT/PREFIX`` (its keys on an etcd server)."""
+    host, port, prefix = parse_store(spec)
+    if prefix is None:
+        return TCPStore(host, port, is_master=False, timeout=timeout)
+    from store.etcd import EtcdStore  # lazily: only an etcd job needs the etcd client
+
+    return EtcdStore(f"{host}:{port}", prefix, timeout=timeout)
 
 
 def ask(entries: Sequence[Dict[str, Any]], kind: int = Kind.STATUS,

@@ -172,6 +172,7 @@ class ProcessGroup:
         self.current: Optional[Call] = None  # the call running now
         # (describe, step, monotonic end, error text or None) of the last call
         self.last: Optional[tuple] = None
+        self._on_destroy: List[Callable[[], None]] = []
         _groups.add(self)
 
     def run(self, describe: tuple, body: Callable[[Call], Any], async_op: bool) -> Any:
@@ -253,11 +254,18 @@ class ProcessGroup:
                     "op": last[0][0], "call": _render(last[0]), "step": last[1],
                     "ago_s": round(now - last[2], 3), "error": last[3]}}
 
+    def on_destroy(self, action: Callable[[], None]) -> None:
+        """Run `action` once when the group is destroyed."""
+        self._on_destroy.append(action)
+
     def destroy(self) -> None:
         """Refuse new calls and end the background thread once its work is done."""
         with self._lock:
             self._destroyed = True
             thread = self._thread
+            actions, self._on_destroy = self._on_destroy, []
+        for action in actions:
+            action()
         if thread is not None:
             self._queue.put(_STOP)
             if thread is not threading.current_thread():

@@ -139,9 +139,11 @@ def form_group(keys: Store, rank: int, world_size: int, timeout: float) -> Proce
     except BaseException:
         transport.close()
         raise
-    publish(keys, "pg", transport.serve_introspection(), None, rank)
+    withdraw = publish(keys, "pg", transport.serve_introspection(), None, rank)
     share_cores(workers_on_host(addresses, transport.address))
-    return ProcessGroup(transport, "0", range(world_size), timeout)
+    group = ProcessGroup(transport, "0", range(world_size), timeout)
+    group.on_destroy(withdraw)
+    return group
 
 
 def _not_assembled(timeout: float, missing: List[int]) -> str:

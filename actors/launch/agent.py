@@ -18,13 +18,14 @@ from actors.launch.config import LaunchConfig
 from actors.launch.progress import Progress
 from actors.launch.workers import GroupState, WorkerFailure, WorkerGroup
 from actors.runtime.introspection.recorder import DIR_VARIABLE
+from actors.runtime.introspection.status import MEMBERS_VARIABLE, ROUND_VARIABLE
 from actors.runtime.process.waits import reported_by
 from store.barrier import barrier
 from store.base import Store
 from store.errors import StoreError
-from store.elastic import (EtcdRendezvousBackend, RendezvousError, RendezvousParameters,
-                           RendezvousStoreInfo, StaticRendezvousHandler, StoreRendezvousBackend,
-                           create_handler)
+from store.elastic import (EtcdRendezvousBackend, RendezvousError, RendezvousInfo,
+                           RendezvousParameters, RendezvousStoreInfo, StaticRendezvousHandler,
+                           StoreRendezvousBackend, create_handler)
 
 # host:port of the job's store (the rendezvous store), for engine.ft's Manager.
 JOB_STORE_VARIABLE = "ACTORGRAD_JOB_STORE"
@@ -135,7 +136,7 @@ class ElasticAgent:
             info = self.handler.next_rendezvous()
         self._round_store, self._nodes = info.store, info.world_size
         master = info.bootstrap_store_info
-        envs = self._worker_envs(info.rank, info.world_size, master)
+        envs = self._worker_envs(info, master)
         log_dir = (None if self._log_dir is None else
                    os.path.join(self._log_dir, f"attempt_{self.restart_count}"))
         self._group = WorkerGroup.start(self._config.command, envs, self._config.output,
@@ -150,9 +151,10 @@ class ElasticAgent:
             nodes=info.world_size, restart_count=self.restart_count,
             master=f"{master.master_addr}:{master.master_port}", ranks=ranks, pids=pids)
 
-    def _worker_envs(self, group_rank: int, nodes: int, master: RendezvousStoreInfo
+    def _worker_envs(self, info: RendezvousInfo, master: RendezvousStoreInfo
                      ) -> List[Dict[str, str]]:
         config, k = self._config, self._config.nproc_per_node
+        group_rank, nodes = info.rank, info.world_size
         restarts, world = str(self.restart_count), str(nodes * k)
         base = dict(os.environ, MASTER_ADDR=master.master_addr,
                     MASTER_PORT=str(master.master_port),
@@ -163,7 +165,8 @@ class ElasticAgent:
                     MAX_RESTARTS=str(config.max_restarts),
                     TORCHELASTIC_MAX_RESTARTS=str(config.max_restarts),
                     ELASTIC_RUN_ID=config.run_id, TORCHELASTIC_RUN_ID=config.run_id,
-                    PYTHONUNBUFFERED="1")
+                    PYTHONUNBUFFERED="1", **{ROUND_VARIABLE: str(info.round),
+                                             MEMBERS_VARIABLE: ",".join(info.members)})
         if config.rdzv_backend is None:  # a TCPStore that outlives every worker
             base[JOB_STORE_VARIABLE] = f"{config.rdzv_host}:{config.rdzv_port}"
         if self._log_dir is not None:  # flight recorder files beside the workers' output

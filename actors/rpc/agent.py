@@ -58,6 +58,7 @@ class RpcAgent:
         self.init_timeout = timeout or INIT_TIMEOUT
         self.owners = OwnerTable()
         self.calls = CallTable()
+        self._withdraw: Callable[[], None] = lambda: None  # see publish_introspection
         self._ids = itertools.count(1)
         self._lost: Set[str] = set()
         self._outstanding = 0
@@ -101,7 +102,8 @@ class RpcAgent:
     def publish_introspection(self, job_store: Store) -> None:
         """Answer introspection on the I/O thread and say where in `job_store`."""
         host = self.actor.address.rsplit(":", 1)[0][len("tcp://"):]
-        publish(job_store, "rpc", self.actor.serve_introspection(host), self.name, self.rank)
+        self._withdraw = publish(job_store, "rpc", self.actor.serve_introspection(host),
+                                 self.name, self.rank)
 
     def _status(self) -> dict:
         return {"name": self.name, "rank": self.rank, "world_size": self.world_size,
@@ -416,6 +418,7 @@ class RpcAgent:
                         label=f"rpc shutdown of {self.name!r}", members="workers")
                 self._leaving = True  # every worker is in shutdown: departures are expected
             self.wait_idle(timeout)
+            self._withdraw()  # every call is done, and the store is certainly up
             # Rank 0 may host the store: it closes only after everyone's last store call.
             arrive(self.store, "barriers/shutdown/left", self.world_size)
             if self.rank == 0:

@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.table import Table
 
 from actors.debug import snapshot
-from actors.debug.cli import positive_seconds, reach_store, store_spec
+from actors.debug.cli import STORE_HELP, positive_seconds, reach_store, store_spec
 from actors.debug.probe import DEFAULT_TIMEOUT
 from actors.top import COLUMNS, cells, rows
 
@@ -29,8 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
         "state, message rates, oldest call in flight, distributed-autograd contexts, "
         "collective in progress and whom it waits for, RSS and CPU time.")
     parser.add_argument("--store", required=True, type=store_spec, metavar="HOST:PORT",
-                        help="the job's store: its MASTER_ADDR:MASTER_PORT, which the launcher "
-                             "prints at start (required)")
+                        help=f"{STORE_HELP} (required)")
     parser.add_argument("--interval", type=positive_seconds, default=1.0, metavar="SECONDS",
                         help="time between two frames, over which rates are measured "
                              "(default 1)")

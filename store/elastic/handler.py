@@ -137,7 +137,9 @@ class DynamicRendezvousHandler:
         bootstrap = (RendezvousStoreInfo.build(0, store, self._local_addr) if rank == 0
                      else None)
         self._log("rendezvous_joined", round=state.round, rank=rank, world_size=world_size)
-        return RendezvousInfo(store, rank, world_size, bootstrap)
+        members = [str(node) for node in sorted(state.participants, key=state.participants.get)]
+        return RendezvousInfo(store, rank, world_size, bootstrap, round=state.round,
+                              members=members)
 
     def is_closed(self) -> bool:
         """Whether the rendezvous is closed (read from the shared state, so another node's close

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass
-from typing import ClassVar, Iterator, Optional
+from typing import ClassVar, Iterator, List, Optional, Sequence
 
 from store.base import Store
 
@@ -49,11 +49,16 @@ class RendezvousInfo:
     """
 
     def __init__(self, store: Store, rank: int, world_size: int,
-                 bootstrap_store_info: Optional[RendezvousStoreInfo] = None):
+                 bootstrap_store_info: Optional[RendezvousStoreInfo] = None, *,
+                 round: int = 0, members: Sequence[str] = ()):
         self._store = store
         self._rank = rank
         self._world_size = world_size
         self._bootstrap_store_info = bootstrap_store_info
+        self.round = round
+        """The rendezvous round (0 for a static rendezvous)."""
+        self.members: List[str] = list(members)
+        """The round's nodes in rank order (``host_pid_id``; empty when not known)."""
 
     @property
     def store(self) -> Store:

@@ -43,7 +43,10 @@ def relay(to: str, release: str) -> str:
 
 
 def chain(rank: int, release: str) -> None:
-    actors.init_rpc(f"w{rank}", num_worker_threads=1 if rank == 2 else 4)
+    # JOB_INIT_METHOD: join through that init method (etcd://...) instead of env://
+    actors.init_rpc(f"w{rank}", rank, int(os.environ["WORLD_SIZE"]),
+                    init_method=os.environ.get("JOB_INIT_METHOD"),
+                    num_worker_threads=1 if rank == 2 else 4)
     if rank == 0:
         print(actors.rpc_sync("w1", relay, args=("w2", release)), flush=True)
     actors.shutdown()

@@ -52,6 +52,17 @@ def test_calls_names_the_chain_the_stuck_function_and_its_age(tmp_path):
         assert w2["messages"]["RPC_CALL"]["msgs_in"] >= 1
 
 
+def test_a_job_that_joined_through_etcd_is_found_there(tmp_path, etcd_endpoint, etcd_prefix):
+    url = f"etcd://{etcd_endpoint}{etcd_prefix}"
+    with job("chain", tmp_path, env={"JOB_INIT_METHOD": url}) as running:
+        assert wait_until(lambda: any(len(c.workers) == 3 for c in debug.calls(url)), 60, 0.2), \
+            [r.read_text() for r in running.logs]
+        out = command("calls", "--store", url)
+        assert out.returncode == 0, out.stderr
+        assert re.search(r"^w0 → w1 → w2  __main__\.stuck_here  \d+\.\d s$", out.stdout, re.M), \
+            out.stdout
+
+
 def test_stacks_show_where_the_stuck_function_waits(tmp_path):
     with job("chain", tmp_path) as running:
         assert wait_until(lambda: any(len(c.workers) == 3 for c in debug.calls(running.spec)),

@@ -33,6 +33,8 @@ def test_workers_get_the_environment_that_init_rpc_reads(tmp_path, agents):
         names = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                  "MASTER_ADDR", "MASTER_PORT", "RESTART_COUNT"]
         print("ENV " + json.dumps({n: os.environ[n] for n in names}))
+        from actors.runtime.introspection.status import process_status
+        print("RDZV " + json.dumps(process_status()["rendezvous"]))
         """)
     agent = launch(agents, "--standalone", "--nproc-per-node", "2", path)
     assert agent.finish() == 0, agent.output
@@ -44,6 +46,12 @@ def test_workers_get_the_environment_that_init_rpc_reads(tmp_path, agents):
         ("0", "0", "2", "2", "0", "0"), ("1", "1", "2", "2", "0", "0")]
     assert envs[0]["MASTER_ADDR"] == "127.0.0.1" and envs[0]["MASTER_PORT"] == \
         envs[1]["MASTER_PORT"]
+    # STATUS shows the rendezvous round the launcher started the worker for
+    rendezvous = [json.loads(line.split("RDZV ", 1)[1]) for line in agent.lines if "RDZV " in line]
+    assert len(rendezvous) == 2 and rendezvous[0] == rendezvous[1], rendezvous
+    assert {k: rendezvous[0][k] for k in ("round", "restart_count", "node_rank", "nodes")} == \
+        {"round": 0, "restart_count": 0, "node_rank": 0, "nodes": 1}
+    assert len(rendezvous[0]["members"]) == 1 and rendezvous[0]["run_id"]
 
 
 @pytest.mark.parametrize("how,expected", [
@@ -74,6 +82,9 @@ def test_scale_up_when_a_second_agent_arrives(tmp_path, agents):
     path = script(tmp_path, "grow.py", """
         import os, sys, time
         print(f"world {os.environ['WORLD_SIZE']} group {os.environ['GROUP_RANK']}", flush=True)
+        from actors.runtime.introspection.status import process_status
+        rendezvous = process_status()["rendezvous"]
+        print(f"round {rendezvous['round']} members {len(rendezvous['members'])}", flush=True)
         if os.environ["WORLD_SIZE"] == "2":
             sys.exit(0)
         time.sleep(60)  # a long job: the agent restarts it when the second node arrives
@@ -88,6 +99,8 @@ def test_scale_up_when_a_second_agent_arrives(tmp_path, agents):
     assert second.finish() == 0, second.output
     assert first.finish() == 0, first.output
     assert "world 2" in first.output and "world 2" in second.output
+    # a later round, with both nodes, in what STATUS shows
+    assert "round 0 members 1" in first.output and "round 1 members 2" in second.output
 
 
 def test_sigterm_to_the_agent_stops_every_worker_and_leaves_no_orphan(tmp_path, agents):

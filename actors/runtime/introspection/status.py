@@ -1,6 +1,7 @@
 """The STATUS answer: who this process is, what it moved, and what its layers are doing.
 
-The runtime knows only its own part (identity, resources, traffic). The layers above
+The runtime knows only its own part (identity, resources, traffic, and the elastic
+rendezvous round its launcher started it for, from the environment). The layers above
 register a *section* each (`add_section`): a function called on the answering thread
 that returns JSON-ready data, e.g. the RPC agent's calls in flight, a process
 group's collective in progress, the open distributed-autograd contexts. A section
@@ -17,6 +18,10 @@ from typing import Any, Callable, Dict, Optional
 
 from ..protocol import kind_name
 from .recorder import TRAFFIC, Traffic
+
+# Set by the launcher for each worker: the rendezvous round, and its nodes in rank order.
+ROUND_VARIABLE = "ACTORGRAD_RDZV_ROUND"
+MEMBERS_VARIABLE = "ACTORGRAD_RDZV_MEMBERS"
 
 _started_wall = time.time()
 _started = time.monotonic()
@@ -90,12 +95,28 @@ def process_status(traffic: Traffic = TRAFFIC) -> Dict[str, Any]:
         "threads": len(sys._current_frames()), "messages": traffic_table(traffic),
         "recorder": traffic.ring is not None, **endpoints(),
     }
+    if os.environ.get(ROUND_VARIABLE) is not None:
+        status["rendezvous"] = rendezvous()
     for name, provider in list(_sections.items()):
         try:
             status[name] = provider()
         except Exception as error:  # noqa: BLE001 - one broken section must not hide the rest
             status[name] = {"error": f"{type(error).__name__}: {error}"}
     return status
+
+
+def rendezvous() -> Dict[str, Any]:
+    """The elastic rendezvous round this worker was started for, as its launcher told it
+    (`ROUND_VARIABLE`, `MEMBERS_VARIABLE` and torchrun's variables)."""
+    def number(name: str) -> Optional[int]:
+        value = os.environ.get(name, "")
+        return int(value) if value.lstrip("-").isdigit() else None
+
+    members = os.environ.get(MEMBERS_VARIABLE, "")
+    return {"run_id": os.environ.get("TORCHELASTIC_RUN_ID"), "round": number(ROUND_VARIABLE),
+            "restart_count": number("TORCHELASTIC_RESTART_COUNT"),
+            "node_rank": number("GROUP_RANK"), "nodes": number("GROUP_WORLD_SIZE"),
+            "members": members.split(",") if members else []}
 
 
 def dump_recorder(reason: str, force: bool = False) -> Optional[str]:
