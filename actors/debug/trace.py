@@ -2,9 +2,11 @@
 
 Pure: takes recordings (a recorder's JSON as `RECORDER` answers it or a dump file
 holds it, plus ``offset_ns``: what to subtract from its clock to reach the common
-one) and returns the trace. Each process is a track; a call served is a slice from
-``serve_start`` to ``serve_end``, a collective one from ``op_start`` to ``op_end``;
-each message sent gets an arrow to its receipt.
+one) and returns the trace. Each process is a track. A call is a slice on its
+caller's track from the request sent to its reply, named by the function it calls,
+and a slice on the callee's track from the request received to the reply sent; a
+collective is a slice from ``op_start`` to ``op_end``; each message sent gets an
+arrow to its receipt.
 
 Which process a peer is: an address is a process's mailbox (``mailboxes``); an
 identity is one its actors present (``identities``), else the process whose sends
@@ -29,6 +31,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 Key = Tuple[int, int, str, int, int, bool]  # sender, receiver, kind, id, size, a reply?
 _SENDS = {"send": False, "send_reply": True}
 _RECEIPTS = {"recv": False, "recv_reply": True}
+# event that opens a slice -> event that closes it (for the same peer and id)
+_OPENS = {"send": "recv_reply", "recv": "send_reply", "op_start": "op_end"}
+_CLOSES = frozenset(_OPENS.values())
 
 
 def clock_offset(t_send_ns: int, remote_ns: int, t_recv_ns: int) -> int:
@@ -58,7 +63,9 @@ def merge(recordings: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     guessed = _guess_identities(recordings, by_address, by_identity)
     for pid, rec in enumerate(recordings):
         offset = rec.get("offset_ns", 0)
-        open_slices: Dict[tuple, float] = {}
+        # (closing event, peer, id) -> (start, opening entry), oldest first: a thread's own
+        # connection numbers its requests apart from its actor's, so ids may repeat
+        open_slices: Dict[tuple, List[Tuple[float, Dict[str, Any]]]] = defaultdict(list)
         last = None
         for entry in rec["entries"]:
             ts = (entry["t_ns"] - offset) / 1000.0  # µs
@@ -74,17 +81,20 @@ def merge(recordings: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
                 if other is not None:
                     receipts[(other, pid, entry["kind"], entry["id"], entry["size"],
                               _RECEIPTS[event])].append(ts)
-            elif event in ("serve_start", "op_start"):
-                open_slices[(event[:2], entry["peer"], entry["id"])] = ts
-            elif event in ("serve_end", "op_end"):
-                start = open_slices.pop((event[:2], entry["peer"], entry["id"]), None)
-                if start is not None:
-                    events.append(_slice(pid, start, ts, entry))
-        for (kind, peer, ident), start in open_slices.items():  # still running
-            events.append({"ph": "X", "pid": pid, "tid": 0, "ts": start,
-                           "dur": max(0.0, (last or start) - start),
-                           "name": f"{peer} #{ident} (running)" if kind == "op" else
-                           f"call #{ident} (running)", "cat": "running"})
+            if event in _OPENS and (entry["id"] or event == "op_start"):  # not one-way
+                open_slices[(_OPENS[event], entry["peer"], entry["id"])].append((ts, entry))
+            elif event in _CLOSES:
+                opened = open_slices.get((event, entry["peer"], entry["id"]))
+                if opened:
+                    start, opening = opened.pop(0)
+                    events.append(_slice(pid, start, ts, opening, entry))
+        running = [(closer, start, entry) for (closer, _, _), started in open_slices.items()
+                   for start, entry in started]
+        for closer, start, entry in running:
+            if closer == "op_end" or entry["event"] == "send" and entry.get("what"):
+                events.append({"ph": "X", "pid": pid, "tid": 0, "ts": start,
+                               "dur": max(0.0, (last or start) - start),
+                               "name": f"{_name(entry)} (running)", "cat": "running"})
     flows, gaps = _flows(sends, receipts)
     events.extend(flows)
     margins = [rec.get("offset_error_ns", 0) / 1000.0 for rec in recordings]
@@ -125,15 +135,23 @@ def causal_shifts(count: int, gaps: Dict[Tuple[int, int], float], margins: Seque
     return [shift or 0.0 for shift in shifts]
 
 
-def _slice(pid: int, start: float, end: float, entry: Dict[str, Any]) -> Dict[str, Any]:
-    if entry["event"] == "op_end":
-        name, category = f"{entry['kind']} #{entry['id']}", "collective"
-        args = {"group": entry["peer"], "error": entry.get("what")}
+def _name(opening: Dict[str, Any]) -> str:
+    """What a slice is called, from the entry that opened it."""
+    if opening["event"] == "op_start":
+        return f"{opening['kind']} #{opening['id']}"
+    if opening["event"] == "send":
+        return str(opening.get("what") or opening["kind"])
+    return f"serve {opening['kind']}"
+
+
+def _slice(pid: int, start: float, end: float, opening: Dict[str, Any],
+           closing: Dict[str, Any]) -> Dict[str, Any]:
+    if opening["event"] == "op_start":
+        category, args = "collective", {"group": opening["peer"], "error": closing.get("what")}
     else:
-        name, category = str(entry.get("what")), "rpc"
-        args = {"caller": entry["peer"]}
+        category, args = "rpc", {"peer": opening["peer"], "id": opening["id"]}
     return {"ph": "X", "pid": pid, "tid": 0, "ts": start, "dur": max(0.0, end - start),
-            "name": name, "cat": category, "args": args}
+            "name": _name(opening), "cat": category, "args": args}
 
 
 def _guess_identities(recordings: Sequence[Dict[str, Any]], by_address: Dict[str, int],

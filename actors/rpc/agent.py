@@ -236,10 +236,11 @@ class RpcAgent:
         seconds = self.timeout if timeout is None else timeout
         channel = self._channel(info)
         self._track(+1)
-        token = self.calls.wait_started(info.name, _called(kind, payload), seconds or None)
+        what = _called(kind, payload)
+        token = self.calls.wait_started(info.name, what, seconds or None)
         try:
             with self._sending(info):
-                return channel.call(kind, payload, seconds or None)
+                return channel.call(kind, payload, seconds or None, what=what)
         except PeerLostError as exc:
             self.actor.report_lost(self.directory.address(info), exc.reason)
             raise WorkerLostError(info.name, exc.reason) from None

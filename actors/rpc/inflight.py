@@ -2,10 +2,12 @@
 
 Entries are tuples put in and taken out of plain dicts, each one atomic under the
 GIL, so the call path takes no lock; functions are kept as objects, threads as
-idents, and both are named only when a STATUS is asked for. A call sent through
-the I/O thread waits in the actor's own table of requests in flight
+idents, and both are named only when a STATUS is asked for. A thread serves one
+call at a time, so a served call is keyed by its thread. A call sent through the
+I/O thread waits in the actor's own table of requests in flight
 (`Actor.requests_in_flight`), so only calls that wait on their caller's own
-connection are put here.
+connection are put here. The flight recorder has each call already, as the
+request and the reply that carry it.
 """
 from __future__ import annotations
 
@@ -14,13 +16,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional
 
-from actors.runtime import Kind
-from actors.runtime.introspection.recorder import (SERVE_END, SERVE_START, TRAFFIC,
-                                                   describe_callable, enabled)
+from actors.runtime.introspection.recorder import describe_callable, enabled
 from actors.runtime.io.peers import Pending
 from actors.runtime.protocol import kind_name
-
-_RPC_CALL = int(Kind.RPC_CALL)
 
 
 class CallTable:
@@ -30,27 +28,21 @@ class CallTable:
 
     def __init__(self) -> None:
         self._tokens = itertools.count(1)
-        # token -> (caller name, fn, thread ident, monotonic ns at start)
+        # thread ident -> (caller name, fn, thread ident, monotonic ns at start)
         self.serving: Dict[int, tuple] = {}
         # token -> (callee name, fn or kind, thread ident, start, timeout in seconds or None)
         self.waiting: Dict[int, tuple] = {}
-        self._record = TRAFFIC.record
         if not enabled():
             self.serve_started = self.wait_started = _no_token  # type: ignore[method-assign]
             self.serve_ended = self.wait_ended = _no_token  # type: ignore[method-assign]
 
     def serve_started(self, caller: str, fn: Any) -> int:
-        token = next(self._tokens)
-        start = time.monotonic_ns()
-        self.serving[token] = (caller, fn, threading.get_ident(), start)
-        self._record((start, SERVE_START, caller, _RPC_CALL, token, 0, fn))
-        return token
+        thread = threading.get_ident()
+        self.serving[thread] = (caller, fn, thread, time.monotonic_ns())
+        return thread
 
     def serve_ended(self, token: int) -> None:
-        entry = self.serving.pop(token, None)
-        if entry is not None:
-            self._record((time.monotonic_ns(), SERVE_END, entry[0], _RPC_CALL, token, 0,
-                          entry[1]))
+        self.serving.pop(token, None)
 
     def wait_started(self, callee: str, what: Any, timeout: Optional[float]) -> int:
         token = next(self._tokens)

@@ -70,18 +70,20 @@ def _entry(t, event, peer, ident, kind="RPC_CALL"):
             "what": None}
 
 
-def test_a_request_and_its_reply_become_two_arrows_via_the_senders_guessed_identity():
-    caller = _recording(0, [_entry(1000, "send", "tcp://b", 5),
-                            _entry(9000, "recv_reply", "tcp://b", 5)], "tcp://a")
+def test_a_request_and_its_reply_become_two_arrows_and_slices_on_both_sides():
+    caller = _recording(0, [{**_entry(1000, "send", "tcp://b", 5), "what": "mod.f"},
+                            _entry(9000, "recv_reply", "tcp://b", 5),
+                            {**_entry(9500, "send", "tcp://b", 6), "what": "mod.g"}], "tcp://a")
     callee = _recording(1, [_entry(3000, "recv", "beef", 5),
-                            _entry(4000, "serve_start", "p0", 1),
-                            _entry(5000, "serve_end", "p0", 1),
-                            _entry(6000, "send_reply", "beef", 5)], "tcp://b")
+                            _entry(6000, "send_reply", "beef", 5),
+                            _entry(7000, "op_start", "0", 0, kind="all_reduce"),
+                            _entry(8000, "op_end", "0", 0, kind="all_reduce")], "tcp://b")
     events = merge([caller, callee])["traceEvents"]
     arrows = sorted((e["pid"], e["ts"], e["ph"]) for e in events if e["ph"] in "sf")
     assert arrows == [(0, 1.0, "s"), (0, 9.0, "f"), (1, 3.0, "f"), (1, 6.0, "s")]
-    [served] = [e for e in events if e["ph"] == "X"]
-    assert (served["pid"], served["ts"], served["dur"]) == (1, 4.0, 1.0)
+    slices = sorted((e["pid"], e["name"], e["ts"], e["dur"]) for e in events if e["ph"] == "X")
+    assert slices == [(0, "mod.f", 1.0, 8.0), (0, "mod.g (running)", 9.5, 0.0),
+                      (1, "all_reduce #0", 7.0, 1.0), (1, "serve RPC_CALL", 3.0, 3.0)]
 
 
 def test_clocks_are_moved_within_their_uncertainty_so_receipts_follow_sends():

@@ -12,6 +12,7 @@ import pytest
 import zmq
 
 from actors.runtime import Actor, Kind, ProtocolError, UnknownKindError
+from actors.runtime.introspection import recorder
 from actors.runtime.introspection.recorder import OP_START, RECEIVED, REPLIED, SENT, Traffic
 from actors.runtime.introspection.status import add_section, remove_section
 from actors.runtime.io.channel import Channel
@@ -120,23 +121,37 @@ def test_the_introspection_socket_adds_no_thread_and_closes_with_its_actor():
         (threading.active_count(), _open_fds(), threads, fds)
 
 
+def _message(traffic, event, kind, frames, peer, ident):
+    traffic.record((time.monotonic_ns(), event, peer, kind, ident, sum(map(len, frames)), None))
+
+
 def test_the_recorder_keeps_the_last_entries_and_counts_every_message():
     traffic = Traffic(3)
     for ident in range(5):
-        traffic.message(SENT, 0x0200, [b"h" * 16, b"body"], "tcp://peer:1", ident)
-    traffic.message(RECEIVED, 0x0200, [b"h" * 16], b"\x01", 9)
-    traffic.message(REPLIED, 0x0200, [b"h" * 16], b"\x01", 9)
-    assert [e[4] for e in traffic.entries()] == [4, 9, 9]
-    assert traffic.by_kind()[0x0200] == {"msgs_in": 1, "bytes_in": 16, "msgs_out": 6,
-                                         "bytes_out": 116}
+        _message(traffic, SENT, 0x0200, [b"h" * 16, b"body"], "tcp://peer:1", ident)
+    _message(traffic, RECEIVED, 0x0200, [b"h" * 16], b"\x01", 9)
+    traffic.fold()  # what an I/O thread does every FOLD_INTERVAL
+    _message(traffic, REPLIED, 0x0200, [b"h" * 16], b"\x01", 9)
+    traffic.record((time.monotonic_ns(), OP_START, "0", "all_reduce", 1, 0, None))
+    assert [e[4] for e in traffic.entries()] == [9, 9, 1]
+    assert traffic.by_kind() == {0x0200: {"msgs_in": 1, "bytes_in": 16, "msgs_out": 6,
+                                          "bytes_out": 116}}
+    assert traffic.complete
     no_recorder = Traffic(0)
-    no_recorder.message(SENT, 1, [b"x"], "p", 1)
+    _message(no_recorder, SENT, 1, [b"x"], "p", 1)
     assert no_recorder.entries() == [] and no_recorder.by_kind()[1]["msgs_out"] == 1
     assert no_recorder.dump("test", {"name": "x"}) is None
     off = Traffic(8, counting=False)
-    off.message(SENT, 1, [b"x"], "p", 1)
-    off.note(OP_START, "0", "all_reduce", 1, 0, None)
+    _message(off, SENT, 1, [b"x"], "p", 1)
     assert off.entries() == [] and off.by_kind() == {}
+
+
+def test_counts_say_when_the_recorder_queue_overflowed_between_folds(monkeypatch):
+    monkeypatch.setattr(recorder, "QUEUE_LIMIT", 4)
+    traffic = Traffic(8)
+    for ident in range(6):
+        _message(traffic, SENT, 1, [b"x"], "p", ident)
+    assert traffic.by_kind()[1]["msgs_out"] == 4 and not traffic.complete
 
 
 def test_introspection_off_keeps_no_counts_no_recorder_and_no_call_tables():
@@ -164,7 +179,7 @@ def test_a_dump_goes_to_the_log_dir_and_is_written_once_per_reason_in_a_while(tm
                                                                              monkeypatch):
     monkeypatch.setenv("ACTORGRAD_LOG_DIR", str(tmp_path))
     traffic = Traffic(8)
-    traffic.message(SENT, 0x0200, [b"x" * 20], "tcp://a:1", 1)
+    _message(traffic, SENT, 0x0200, [b"x" * 20], "tcp://a:1", 1)
     first = traffic.dump("request_timeout", {"name": "w0", "rank": 0})
     assert first is not None and first.startswith(str(tmp_path))
     assert traffic.dump("request_timeout", {"name": "w0"}) is None

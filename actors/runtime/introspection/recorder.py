@@ -1,17 +1,20 @@
 """`Traffic`: counts of messages and bytes by kind, and the flight recorder.
 
-Every message an actor sends or receives is counted here, from whichever thread
-moves it: plain integer increments, no lock (two threads counting the same kind at
-the same instant may lose one increment, which a debugging view tolerates). The
-flight recorder is a ring (`collections.deque` with a ``maxlen``) of the last
-messages and collective steps as tuples, appended without formatting; it is
-formatted only when dumped, to a file, on a failure worth explaining (a lost rank,
-a collective timeout or mismatch, an RPC timeout) or on SIGUSR1.
+Every message an actor sends or receives, and every collective step, is one entry,
+appended by whichever thread moves it to a queue with `Traffic.record`: one tuple
+and one C call, no Python frame, no lock, no formatting. `Traffic.fold` takes the
+queued entries in one batch, counts them by kind and moves them to the flight
+recorder, a ring (`collections.deque` with a ``maxlen``) of the last entries; each
+actor's I/O thread folds every `FOLD_INTERVAL` seconds, and every reader (STATUS, a
+dump) folds first. The ring is formatted only when dumped, to a file, on a failure
+worth explaining (a lost rank, a collective timeout or mismatch, an RPC timeout) or
+on SIGUSR1.
 
 Entries are ``(t_ns, event, peer, kind, ident, size, what)``: `t_ns` from
 `time.monotonic_ns`; `event` one of `EVENTS`; `peer` an address or a sender's
 identity; `kind` a message kind or a collective's name; `ident` a request id or a
-collective's sequence number; `what` a function or a group, or None.
+collective's sequence number; `size` the message's bytes; `what` the function a
+request calls, a collective's error, or None.
 
 ``ACTORGRAD_INTROSPECTION=0`` turns all of this bookkeeping off (counts, recorder,
 the RPC layer's call tables), for the last percent of speed;
@@ -27,8 +30,9 @@ import json
 import os
 import socket
 import tempfile
+import threading
 import time
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..process.log import get_logger
 
@@ -39,12 +43,18 @@ ENABLED_VARIABLE = "ACTORGRAD_FLIGHT_RECORDER"
 SIZE_VARIABLE = "ACTORGRAD_FLIGHT_RECORDER_SIZE"
 DIR_VARIABLE = "ACTORGRAD_LOG_DIR"
 DEFAULT_SIZE = 4096
+# Seconds between an I/O thread's folds; the queue holds at most QUEUE_LIMIT entries
+# (more than any process moves in that time), so memory stays bounded even where no
+# actor folds.
+FOLD_INTERVAL = 0.25
+QUEUE_LIMIT = 32768
 # One dump per reason at most this often (seconds): a hundred timeouts, one file.
 _DUMP_INTERVAL = 10.0
 
 SENT, RECEIVED, REPLIED, ANSWERED = "send", "recv", "send_reply", "recv_reply"
-OP_START, OP_END, SERVE_START, SERVE_END = "op_start", "op_end", "serve_start", "serve_end"
-EVENTS = (SENT, RECEIVED, REPLIED, ANSWERED, OP_START, OP_END, SERVE_START, SERVE_END)
+OP_START, OP_END = "op_start", "op_end"
+MESSAGES = (SENT, RECEIVED, REPLIED, ANSWERED)
+EVENTS = MESSAGES + (OP_START, OP_END)
 
 Entry = Tuple[int, str, Any, Any, int, int, Any]
 
@@ -72,37 +82,42 @@ class Traffic:
     `counting` False: neither counts nor recorder)."""
 
     def __init__(self, size: int, counting: bool = True):
-        # (event, kind) -> [messages, bytes]
-        self.counts: Dict[Tuple[str, int], List[int]] = {}
+        # (event, kind) -> [entries, bytes]
+        self.counts: Dict[Tuple[str, Any], List[int]] = {}
         self.ring: Optional["collections.deque[Entry]"] = \
             collections.deque(maxlen=size) if size and counting else None
-        # Appends one `Entry`: the recorder's whole cost on a hot path that has the
-        # entry's fields at hand (one C call, no Python frame).
-        self.record = self.ring.append if self.ring is not None else _ignore
+        self._queue: "collections.deque[Entry]" = collections.deque(maxlen=QUEUE_LIMIT)
+        self.record = self._queue.append if counting else _ignore
+        """Append one `Entry` (any thread): all that a message costs on its path."""
+        self.complete = True  # False once the queue overflowed: counts missed entries
+        self._folding = threading.RLock()  # a SIGUSR1 dump may interrupt a fold
         self._dumped: Dict[str, float] = {}
-        if not counting:
-            self.message = self.note = _ignore  # type: ignore[method-assign]
 
-    def message(self, event: str, kind: int, frames: Iterable[Any], peer: Any,
-                ident: int) -> None:
-        """Count (and record) one message of `kind` to or from `peer`: `event` is SENT,
-        REPLIED (a reply sent), RECEIVED or ANSWERED (a reply received)."""
-        size = sum(map(len, frames))
-        counts = self.counts.get((event, kind))
-        if counts is None:
-            counts = self.counts.setdefault((event, kind), [0, 0])
-        counts[0] += 1
-        counts[1] += size
-        self.record((time.monotonic_ns(), event, peer, kind, ident, size, None))
-
-    def note(self, event: str, peer: Any, kind: Any, ident: int, size: int, what: Any) -> None:
-        """Record a step that is not a message (a collective, a call served)."""
-        self.record((time.monotonic_ns(), event, peer, kind, ident, size, what))
+    def fold(self) -> None:
+        """Count the entries recorded since the last fold and move them to the ring."""
+        with self._folding:
+            queue = self._queue
+            waiting = len(queue)
+            if waiting == queue.maxlen:
+                self.complete = False
+            batch = [queue.popleft() for _ in range(waiting)]
+            counts = self.counts
+            for _, event, _, kind, _, size, _ in batch:
+                tally = counts.get((event, kind))
+                if tally is None:
+                    tally = counts[(event, kind)] = [0, 0]
+                tally[0] += 1
+                tally[1] += size
+            if self.ring is not None:
+                self.ring.extend(batch)
 
     def by_kind(self) -> Dict[int, Dict[str, int]]:
         """Messages and bytes in and out per kind."""
+        self.fold()
         table: Dict[int, Dict[str, int]] = {}
         for (event, kind), (messages, size) in list(self.counts.items()):
+            if event not in MESSAGES:
+                continue
             row = table.setdefault(kind, dict.fromkeys(
                 ("msgs_in", "bytes_in", "msgs_out", "bytes_out"), 0))
             way = "in" if event in (RECEIVED, ANSWERED) else "out"
@@ -112,14 +127,9 @@ class Traffic:
 
     def entries(self) -> List[Entry]:
         """The recorder's entries, oldest first (a copy; empty when it is off)."""
-        ring = self.ring
-        if ring is None:
-            return []
-        while True:
-            try:
-                return list(ring)
-            except RuntimeError:  # appended to meanwhile: copy again
-                continue
+        self.fold()
+        with self._folding:
+            return list(self.ring) if self.ring is not None else []
 
     def dump(self, reason: str, identity: Dict[str, Any], extra: Optional[dict] = None,
              force: bool = False, even_without_recorder: bool = False) -> Optional[str]:
@@ -186,3 +196,4 @@ def _dump_path(identity: Dict[str, Any]) -> str:
 
 
 TRAFFIC = Traffic(_size(), enabled())
+record = TRAFFIC.record

@@ -93,6 +93,7 @@ def process_status(traffic: Traffic = TRAFFIC) -> Dict[str, Any]:
         "started_at": _started_wall, "monotonic_ns": time.monotonic_ns(),
         "rss_bytes": rss_bytes(), "cpu_s": round(time.process_time(), 3),
         "threads": len(sys._current_frames()), "messages": traffic_table(traffic),
+        "messages_complete": traffic.complete,
         "recorder": traffic.ring is not None, **endpoints(),
     }
     if os.environ.get(ROUND_VARIABLE) is not None:

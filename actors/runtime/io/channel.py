@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from time import monotonic_ns
 import weakref
 from typing import Any, Callable, List, Optional
 
@@ -23,7 +24,7 @@ import zmq
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
 from .context import process_context
-from ..introspection.recorder import ANSWERED, SENT, TRAFFIC
+from ..introspection.recorder import ANSWERED, SENT, record
 from ..introspection.status import dump_recorder
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
@@ -91,11 +92,13 @@ class Channel:
         self._connection(self.connect_timeout if timeout is None else timeout)
 
     def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None, *,
-             json: bool = False, waiting: Optional[Callable[[], Any]] = None) -> Any:
+             json: bool = False, waiting: Optional[Callable[[], Any]] = None,
+             what: Any = None) -> Any:
         """Send a request and return the reply's payload, or raise the error it carries.
 
         `json` sends it in the JSON codec (the reply comes back in it too). `waiting()`
         is called every receive slice while no reply has come (to report a long wait).
+        `what` names what the request calls in the flight recorder.
 
         PeerLostError: the connection is down or dropped during the call;
         RequestTimeoutError: no reply within `timeout` seconds (None waits forever).
@@ -105,7 +108,8 @@ class Channel:
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
-        TRAFFIC.message(SENT, kind, frames, self.address, req_id)  # before: see ActorCore.request
+        # recorded before it leaves: see ActorCore.request
+        record((monotonic_ns(), SENT, self.address, kind, req_id, sum(map(len, frames)), what))
         send_frames(conn.socket, frames)
         about_to_block()
         while True:
@@ -127,7 +131,8 @@ class Channel:
                     waiting()
                 continue
             header = envelope.read_header(reply)
-            TRAFFIC.message(ANSWERED, header.kind, reply, self.address, header.req_id)
+            record((monotonic_ns(), ANSWERED, self.address, header.kind, header.req_id,
+                    sum(map(len, reply)), None))
             if header.req_id != req_id or not header.flags & RESPONSE:
                 continue  # the late answer to an earlier call that timed out
             result = envelope.read_payload(header, reply)
