@@ -1,13 +1,16 @@
 """What introspection costs: rpc_async throughput and the 4 KiB all_reduce with it on
-(the default) and off, in alternating rounds.
+(the default) and off, in alternating rounds, with the CPU time each call takes.
 
 Each round runs both figures once with ``ACTORGRAD_INTROSPECTION=1`` and once with
 ``0`` (no message counts, no flight recorder, no call tables), every process spawned
-fresh so that it reads the setting. The figures are bench_rpc's W2 (rpc_async
-pipelined, calls/s) and bench_collectives' 4 KiB all_reduce on 2 ranks (µs); raw
-pyzmq beside. Prints one JSON line: per figure the median of the rounds on and off,
-the cost in percent, and every round's figure.
-Usage: ``python benchmarks/bench_recorder.py [--rounds K] [--calls N] [--quick]``.
+fresh so that it reads the setting. The figures: rpc_async pipelined, 64 in flight,
+for `--seconds` (calls/s, and CPU µs per call of both processes, read from /proc);
+and the 4 KiB all_reduce on 2 ranks back to back (µs per call over 3,000 calls, and
+rank 0's CPU µs per call); raw pyzmq beside. Wall-clock figures on a host whose
+thread wake-ups vary swing by ±10 % between runs; the CPU time per call is steadier.
+Prints one JSON line: per figure the median of the rounds on and off, the cost in
+percent, and every round's figure.
+Usage: ``python benchmarks/bench_recorder.py [--rounds K] [--seconds S] [--quick]``.
 """
 from __future__ import annotations
 
@@ -16,24 +19,49 @@ import json
 import os
 import statistics
 import sys
+import time
 from typing import Dict, List
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from actors.runtime.introspection.recorder import SWITCH_VARIABLE  # noqa: E402
 from benchmarks import bench_collectives, bench_rpc  # noqa: E402
+from benchmarks._procs import actorgrad_worker, echo, free_port, server_process  # noqa: E402
+
+WINDOW = 64
 
 
-def _rpc_async_calls_per_s(calls: int, runs: int) -> float:
-    return bench_rpc.in_fresh_process(bench_rpc.ours, calls, runs, False, False,
-                                      ())["w2_calls_per_s"]
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU time of process `pid` so far (Linux)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _all_reduce_us(quick: bool) -> float:
-    return bench_collectives.run("ours", "latency", 2, quick)["all_reduce_4kib_us"]
+def rpc_async(seconds: float) -> Dict[str, float]:
+    """rpc_async, `WINDOW` in flight, for `seconds`: calls/s and CPU µs per call."""
+    import actors
+
+    port = free_port()
+    with server_process(actorgrad_worker, port) as server_pid:
+        actors.init_rpc("worker0", 0, 2, timeout=60, init_method=f"tcp://127.0.0.1:{port}")
+        try:
+            for _ in range(4):
+                actors.wait_all([actors.rpc_async("worker1", echo, args=(1,))
+                                 for _ in range(WINDOW)])
+            calls, start = 0, time.perf_counter()
+            cpu = _cpu_seconds(os.getpid()) + _cpu_seconds(server_pid)
+            while time.perf_counter() - start < seconds:
+                actors.wait_all([actors.rpc_async("worker1", echo, args=(1,))
+                                 for _ in range(WINDOW)])
+                calls += WINDOW
+            elapsed = time.perf_counter() - start
+            cpu = _cpu_seconds(os.getpid()) + _cpu_seconds(server_pid) - cpu
+        finally:
+            actors.shutdown()
+    return {"calls_per_s": calls / elapsed, "cpu_us_per_call": cpu / calls * 1e6}
 
 
-def _summary(on: List[float], off: List[float], higher_is_better: bool) -> Dict[str, float]:
+def _summary(on: List[float], off: List[float], higher_is_better: bool) -> Dict[str, object]:
     on_median, off_median = statistics.median(on), statistics.median(off)
     cost = (off_median - on_median) / off_median if higher_is_better else \
         (on_median - off_median) / off_median
@@ -44,30 +72,38 @@ def _summary(on: List[float], off: List[float], higher_is_better: bool) -> Dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="alternating rounds (default 5)")
-    parser.add_argument("--calls", type=int, default=2000,
-                        help="rpc_async calls per throughput run (default 2000)")
-    parser.add_argument("--runs", type=int, default=3, help="runs per round (default 3)")
-    parser.add_argument("--quick", action="store_true", help="fewer all_reduce repetitions")
+    parser.add_argument("--rounds", type=int, default=10, help="alternating rounds (default 10)")
+    parser.add_argument("--seconds", type=float, default=2.0,
+                        help="seconds of rpc_async per run (default 2)")
+    parser.add_argument("--quick", action="store_true", help="500 all_reduce calls, not 3,000")
     args = parser.parse_args()
     os.environ.update(ACTORGRAD_LOG_LEVEL="warning", OMP_NUM_THREADS="1")
-    rpc: Dict[str, List[float]] = {"1": [], "0": []}
-    collective: Dict[str, List[float]] = {"1": [], "0": []}
+    figures: Dict[str, Dict[str, List[float]]] = {
+        name: {"1": [], "0": []} for name in ("calls", "call_cpu", "reduce", "reduce_cpu")}
     for round_ in range(args.rounds):
         for setting in ("1", "0") if round_ % 2 == 0 else ("0", "1"):
             os.environ[SWITCH_VARIABLE] = setting
-            rpc[setting].append(_rpc_async_calls_per_s(args.calls, args.runs))
-            collective[setting].append(_all_reduce_us(args.quick))
+            rpc = bench_rpc.in_fresh_process(rpc_async, args.seconds)
+            figures["calls"][setting].append(rpc["calls_per_s"])
+            figures["call_cpu"][setting].append(rpc["cpu_us_per_call"])
+            loop = bench_collectives.run("ours", "loop", 2, args.quick)
+            figures["reduce"][setting].append(loop["all_reduce_4kib_loop_us"])
+            figures["reduce_cpu"][setting].append(loop["all_reduce_4kib_loop_cpu_us"])
     os.environ.pop(SWITCH_VARIABLE)
-    raw_rpc = bench_rpc.in_fresh_process(bench_rpc.raw, args.calls, args.runs, False, ())
-    raw_collective = bench_collectives.run("raw_pyzmq", "latency", 2, args.quick)
+    raw_rpc = bench_rpc.in_fresh_process(bench_rpc.raw, 2000, 3, False, ())
+    raw_loop = bench_collectives.run("raw_pyzmq", "loop", 2, args.quick)
+
+    def summary(name: str, higher_is_better: bool = False) -> Dict[str, object]:
+        return _summary(figures[name]["1"], figures[name]["0"], higher_is_better)
+
     print(json.dumps({
         "workload": "recorder", "rounds": args.rounds,
-        "rpc_async_calls_per_s": _summary(rpc["1"], rpc["0"], higher_is_better=True),
-        "all_reduce_4kib_us": _summary(collective["1"], collective["0"],
-                                       higher_is_better=False),
+        "rpc_async_calls_per_s": summary("calls", higher_is_better=True),
+        "rpc_async_cpu_us_per_call": summary("call_cpu"),
+        "all_reduce_4kib_us": summary("reduce"),
+        "all_reduce_4kib_cpu_us": summary("reduce_cpu"),
         "raw_pyzmq": {"rpc_async_calls_per_s": round(raw_rpc["w2_calls_per_s"], 1),
-                      "all_reduce_4kib_us": round(raw_collective["all_reduce_4kib_us"], 1)},
+                      "all_reduce_4kib_us": round(raw_loop["all_reduce_4kib_loop_us"], 1)},
     }))
 
 
