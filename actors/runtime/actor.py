@@ -333,8 +333,8 @@ class ActorCore:
         here, before anything is sent. `timeout`: None waits without limit, else
         seconds (0 or less: the request times out as soon as it is sent), as everywhere
         in the runtime. A timeout fails the future with RequestTimeoutError; a lost
-        peer with PeerLostError. `what` names what the request calls in
-        `requests_in_flight` (default: its kind).
+        peer with PeerLostError. `what` names what the request calls, in
+        `requests_in_flight` and in the flight recorder (default: nothing).
         """
         if self._stopped:
             raise ActorStoppedError(f"actor {self.name} is stopped")
