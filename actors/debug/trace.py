@@ -88,10 +88,8 @@ def merge(recordings: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
                 if opened:
                     start, opening = opened.pop(0)
                     events.append(_slice(pid, start, ts, opening, entry))
-        running = [(closer, start, entry) for (closer, _, _), started in open_slices.items()
-                   for start, entry in started]
-        for closer, start, entry in running:
-            if closer == "op_end" or entry["event"] == "send" and entry.get("what"):
+        for start, entry in (opened for started in open_slices.values() for opened in started):
+            if entry["event"] == "op_start" or entry["event"] == "send" and entry.get("what"):
                 events.append({"ph": "X", "pid": pid, "tid": 0, "ts": start,
                                "dur": max(0.0, (last or start) - start),
                                "name": f"{_name(entry)} (running)", "cat": "running"})

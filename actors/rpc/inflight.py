@@ -28,7 +28,7 @@ class CallTable:
 
     def __init__(self) -> None:
         self._tokens = itertools.count(1)
-        # thread ident -> (caller name, fn, thread ident, monotonic ns at start)
+        # thread ident -> (caller name, fn, thread ident, start)
         self.serving: Dict[int, tuple] = {}
         # token -> (callee name, fn or kind, thread ident, start, timeout in seconds or None)
         self.waiting: Dict[int, tuple] = {}
@@ -38,7 +38,7 @@ class CallTable:
 
     def serve_started(self, caller: str, fn: Any) -> int:
         thread = threading.get_ident()
-        self.serving[thread] = (caller, fn, thread, time.monotonic_ns())
+        self.serving[thread] = (caller, fn, thread, time.monotonic())
         return thread
 
     def serve_ended(self, token: int) -> None:
@@ -58,10 +58,10 @@ class CallTable:
         """``{"serving": [...], "waiting": [...]}``, each with its age in seconds; `sent`
         adds the requests in flight through the I/O thread that name what they call,
         their callee named by `callee_of` (peer address -> worker name)."""
-        now, now_ns = time.monotonic(), time.monotonic_ns()
+        now = time.monotonic()
         names = {thread.ident: thread.name for thread in threading.enumerate()}
         serving = [{"caller": caller, "function": describe_callable(fn), "thread": ident,
-                    "thread_name": names.get(ident), "age_s": round((now_ns - start) / 1e9, 3)}
+                    "thread_name": names.get(ident), "age_s": round(now - start, 3)}
                    for caller, fn, ident, start in list(self.serving.values())]
         waiting = list(self.waiting.values()) + [
             (callee_of(p.peer) or p.peer, p.what, p.thread, p.started, p.timeout)

@@ -83,7 +83,7 @@ class Traffic:
 
     def __init__(self, size: int, counting: bool = True):
         # (event, kind) -> [entries, bytes]
-        self.counts: Dict[Tuple[str, Any], List[int]] = {}
+        self._counts: Dict[Tuple[str, Any], List[int]] = {}
         self.ring: Optional["collections.deque[Entry]"] = \
             collections.deque(maxlen=size) if size and counting else None
         self._queue: "collections.deque[Entry]" = collections.deque(maxlen=QUEUE_LIMIT)
@@ -101,7 +101,7 @@ class Traffic:
             if waiting == queue.maxlen:
                 self.complete = False
             batch = [queue.popleft() for _ in range(waiting)]
-            counts = self.counts
+            counts = self._counts
             for _, event, _, kind, _, size, _ in batch:
                 tally = counts.get((event, kind))
                 if tally is None:
@@ -113,9 +113,11 @@ class Traffic:
 
     def by_kind(self) -> Dict[int, Dict[str, int]]:
         """Messages and bytes in and out per kind."""
-        self.fold()
+        with self._folding:
+            self.fold()
+            counted = list(self._counts.items())
         table: Dict[int, Dict[str, int]] = {}
-        for (event, kind), (messages, size) in list(self.counts.items()):
+        for (event, kind), (messages, size) in counted:
             if event not in MESSAGES:
                 continue
             row = table.setdefault(kind, dict.fromkeys(
@@ -127,8 +129,8 @@ class Traffic:
 
     def entries(self) -> List[Entry]:
         """The recorder's entries, oldest first (a copy; empty when it is off)."""
-        self.fold()
         with self._folding:
+            self.fold()
             return list(self.ring) if self.ring is not None else []
 
     def dump(self, reason: str, identity: Dict[str, Any], extra: Optional[dict] = None,
