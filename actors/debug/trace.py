@@ -9,12 +9,12 @@ collective is a slice from ``op_start`` to ``op_end``; each message sent gets an
 arrow to its receipt.
 
 Which process a peer is: an address is a process's mailbox (``mailboxes``); an
-identity is one its actors present (``identities``), else the process whose sends
-to the receiver carry the most of the request ids received from that identity
-(a thread's own connection has an identity ZeroMQ makes up). A send and its receipt
-then share (sender, receiver, kind, id, size) and are paired in order, only when
-both recorders hold as many of them (one-way messages all have id 0), since a
-recorder that dropped its oldest entries would shift every pair.
+identity is one its actors present (``identities``), else the process that most often
+sent the same request to the receiver just before it arrived from that identity (a
+thread's own connection has an identity ZeroMQ makes up, which only its receiver
+knows). A send and its receipt then share (sender, receiver, kind, id, size) and are
+paired in order, only when both recorders hold as many of them (one-way messages all
+have id 0), since a recorder that dropped its oldest entries would shift every pair.
 
 Clocks: ``offset_ns = remote - (t_send + t_recv) / 2`` from a round trip to the
 live process (`clock_offset`), or, from files, the wall clock noted beside the
@@ -25,6 +25,7 @@ process's clock is then moved so that what it received comes after it was sent
 """
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter, defaultdict
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -34,6 +35,8 @@ _RECEIPTS = {"recv": False, "recv_reply": True}
 # event that opens a slice -> event that closes it (for the same peer and id)
 _OPENS = {"send": "recv_reply", "recv": "send_reply", "op_start": "op_end"}
 _CLOSES = frozenset(_OPENS.values())
+# the longest a request is taken to spend between its send and its receipt
+_TRANSIT_NS = 1_000_000_000
 
 
 def clock_offset(t_send_ns: int, remote_ns: int, t_recv_ns: int) -> int:
@@ -154,29 +157,37 @@ def _slice(pid: int, start: float, end: float, opening: Dict[str, Any],
 
 def _guess_identities(recordings: Sequence[Dict[str, Any]], by_address: Dict[str, int],
                       by_identity: Dict[str, int]) -> Dict[Tuple[int, str], int]:
-    """(receiver, identity) → the sender whose requests to that receiver best match the
-    request ids received from that identity."""
-    sent_to: Dict[Tuple[int, int], set] = defaultdict(set)  # (sender, receiver) -> keys
+    """(receiver, identity) → the process that most often sent, last before a request
+    received from that identity, a request to that receiver with the same kind, id and
+    size. Senders' ids and sizes often coincide (every store client numbers its requests
+    from 1); their times tell them apart."""
+    sent: Dict[Tuple[int, tuple], List[Tuple[int, int]]] = defaultdict(list)
     for pid, rec in enumerate(recordings):
+        offset = rec.get("offset_ns", 0)
         for entry in rec["entries"]:
             if entry["event"] == "send" and entry["id"] and entry["peer"] in by_address:
-                sent_to[(pid, by_address[entry["peer"]])].add(
-                    (entry["kind"], entry["id"], entry["size"]))
-    guesses: Dict[Tuple[int, str], int] = {}
+                sent[(by_address[entry["peer"]], _request(entry))].append(
+                    (entry["t_ns"] - offset, pid))
+    for candidates in sent.values():
+        candidates.sort()
+    votes: Dict[Tuple[int, str], Counter] = defaultdict(Counter)
     for pid, rec in enumerate(recordings):
-        heard: Dict[str, set] = defaultdict(set)
+        offset = rec.get("offset_ns", 0)
         for entry in rec["entries"]:
             peer = entry["peer"]
-            if entry["event"] == "recv" and entry["id"] and peer not in by_address \
-                    and peer not in by_identity:
-                heard[peer].add((entry["kind"], entry["id"], entry["size"]))
-        for identity, keys in heard.items():
-            votes = Counter({sender: len(keys & sent) for (sender, receiver), sent
-                             in sent_to.items() if receiver == pid})
-            best: Optional[Tuple[int, int]] = votes.most_common(1)[0] if votes else None
-            if best and best[1] > 0:
-                guesses[(pid, identity)] = best[0]
-    return guesses
+            if entry["event"] != "recv" or not entry["id"] or peer in by_address \
+                    or peer in by_identity:
+                continue
+            candidates = sent.get((pid, _request(entry)), ())
+            received = entry["t_ns"] - offset
+            last = bisect_right(candidates, (received, len(recordings))) - 1
+            if last >= 0 and received - candidates[last][0] <= _TRANSIT_NS:
+                votes[(pid, peer)][candidates[last][1]] += 1
+    return {receiver: counted.most_common(1)[0][0] for receiver, counted in votes.items()}
+
+
+def _request(entry: Dict[str, Any]) -> Tuple[str, int, int]:
+    return entry["kind"], entry["id"], entry["size"]
 
 
 def _flows(sends: Dict[Key, List[float]], receipts: Dict[Key, List[float]]

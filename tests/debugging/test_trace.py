@@ -86,6 +86,22 @@ def test_a_request_and_its_reply_become_two_arrows_and_slices_on_both_sides():
                       (1, "all_reduce #0", 7.0, 1.0), (1, "serve RPC_CALL", 3.0, 3.0)]
 
 
+def test_clients_that_number_their_requests_alike_are_told_apart_by_time():
+    # two store clients, each numbering from 1: the store knows them only by identities
+    # ZeroMQ made up; whichever sent id 1 just before it arrived sent it
+    first = _recording(0, [_entry(1000, "send", "tcp://s", 1, "STORE_ADD"),
+                           _entry(9000, "send", "tcp://s", 2, "STORE_ADD")], "tcp://a")
+    second = _recording(1, [_entry(5000, "send", "tcp://s", 1, "STORE_ADD")], "tcp://b")
+    store = _recording(2, [_entry(1100, "recv", "bb", 1, "STORE_ADD"),
+                           _entry(5100, "recv", "aa", 1, "STORE_ADD"),
+                           _entry(9100, "recv", "bb", 2, "STORE_ADD")], "tcp://s")
+    events = merge([first, second, store])["traceEvents"]
+    starts = {e["id"]: (e["pid"], e["ts"]) for e in events if e["ph"] == "s"}
+    ends = {e["id"]: (e["pid"], e["ts"]) for e in events if e["ph"] == "f"}
+    assert sorted((starts[i], ends[i]) for i in starts) == [
+        ((0, 1.0), (2, 1.1)), ((0, 9.0), (2, 9.1)), ((1, 5.0), (2, 5.1))]
+
+
 def test_clocks_are_moved_within_their_uncertainty_so_receipts_follow_sends():
     # p1's clock reads 50 µs early and is known to ±100 µs: its receipt would precede the send
     assert causal_shifts(2, {(0, 1): -50.0, (1, 0): 250.0}, [0.0, 100.0]) == [0.0, -50.0]
