@@ -29,7 +29,7 @@ from actors.runtime import Future
 from actors.runtime.concurrency.futures import FutureTimeoutError
 from actors.runtime.concurrency.threads import start_thread
 from actors.runtime.introspection import status
-from actors.runtime.introspection.recorder import OP_END, OP_START, record
+from actors.runtime.introspection.recorder import OP_END, OP_START, RECORDING, record
 from actors.runtime.introspection.status import dump_recorder
 from actors.runtime.process.waits import SlowWait
 
@@ -224,7 +224,8 @@ class ProcessGroup:
 
     def _execute(self, body: Callable[[Call], Any], call: Call) -> Any:
         self.current = call
-        record((time.monotonic_ns(), OP_START, self.id, call.describe[0], call.step, 0, None))
+        if RECORDING:
+            record((time.monotonic_ns(), OP_START, self.id, call.describe[0], call.step, 0, None))
         error = None
         try:
             return body(call)
@@ -234,7 +235,8 @@ class ProcessGroup:
         finally:
             self.current = None
             self.last = (call.describe, call.step, time.monotonic(), error)
-            record((time.monotonic_ns(), OP_END, self.id, call.describe[0], call.step, 0, error))
+            if RECORDING:
+                record((time.monotonic_ns(), OP_END, self.id, call.describe[0], call.step, 0, error))
 
     def status(self) -> Dict[str, Any]:
         """What this group runs now and ran last, for STATUS."""

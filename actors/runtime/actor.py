@@ -50,8 +50,8 @@ from .protocol import (ERROR, INTROSPECTION_KINDS, JSON, ONEWAY, PROTOCOL_VERSIO
 from .io.router import Router
 from .concurrency.scheduler import WorkerPool
 from .io.security import secure
-from .introspection.recorder import (ANSWERED, FOLD_INTERVAL, RECEIVED, REPLIED, SENT,
-                                     TRAFFIC, enabled, record)
+from .introspection.recorder import (ANSWERED, FOLD_INTERVAL, RECEIVED, RECORDING, REPLIED,
+                                     SENT, TRAFFIC, record)
 from .introspection.server import IntrospectionServer
 from .introspection import status
 from .introspection.status import dump_recorder
@@ -139,7 +139,7 @@ class ActorCore:
         self._mailbox.start()
         self._pool.start()  # with workers_receive, its threads read the router
         self._started = True
-        if enabled():
+        if RECORDING:
             self._mailbox.call_soon(self._fold_traffic)
         if self.address is not None:
             status.note_mailbox(self.address, self._routing_id)
@@ -348,7 +348,8 @@ class ActorCore:
         self._peers.register(req_id, Pending(future, peer, kind, timeout, what,
                                              threading.get_ident(), now))
         # Recorded before it leaves: its receipt must never come first in a timeline.
-        record((monotonic_ns(), SENT, peer, kind, req_id, sum(map(len, frames)), what))
+        if RECORDING:
+            record((monotonic_ns(), SENT, peer, kind, req_id, sum(map(len, frames)), what))
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
@@ -359,7 +360,8 @@ class ActorCore:
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:
         """Send a one-way message to `peer` (no reply, no future)."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
-        record((monotonic_ns(), SENT, peer, kind, 0, sum(map(len, frames)), None))
+        if RECORDING:
+            record((monotonic_ns(), SENT, peer, kind, 0, sum(map(len, frames)), None))
         self._mailbox.send_to_peer(peer, frames)
 
     def reply(self, msg: Message, payload: Any) -> None:
@@ -371,8 +373,9 @@ class ActorCore:
             frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
-        record((monotonic_ns(), REPLIED, msg.sender, msg.kind, msg.req_id,
-                sum(map(len, frames)), None))
+        if RECORDING:
+            record((monotonic_ns(), REPLIED, msg.sender, msg.kind, msg.req_id,
+                    sum(map(len, frames)), None))
         self._send_to_sender(msg.sender, frames)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
@@ -380,8 +383,9 @@ class ActorCore:
         if msg.oneway or msg.sender is None:
             return
         frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
-        record((monotonic_ns(), REPLIED, msg.sender, msg.kind, msg.req_id,
-                sum(map(len, frames)), None))
+        if RECORDING:
+            record((monotonic_ns(), REPLIED, msg.sender, msg.kind, msg.req_id,
+                    sum(map(len, frames)), None))
         self._send_to_sender(msg.sender, frames)
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
@@ -452,8 +456,9 @@ class ActorCore:
         if header.flags & PUSH:
             self._on_push(peer, header, frames)
             return
-        record((monotonic_ns(), ANSWERED, peer, header.kind, header.req_id,
-                sum(map(len, frames)), None))
+        if RECORDING:
+            record((monotonic_ns(), ANSWERED, peer, header.kind, header.req_id,
+                    sum(map(len, frames)), None))
         pending = self._peers.forget(header.req_id)
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
@@ -547,8 +552,9 @@ class ActorCore:
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
             payload = envelope.read_payload(header, frames)
-            record((monotonic_ns(), RECEIVED, identity, header.kind, header.req_id,
-                    sum(map(len, frames)), None))
+            if RECORDING:
+                record((monotonic_ns(), RECEIVED, identity, header.kind, header.req_id,
+                        sum(map(len, frames)), None))
             return registration, Message(header.kind, header.req_id, header.flags, payload,
                                          sender=identity)
         except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised

@@ -157,8 +157,9 @@ def test_counts_say_when_the_recorder_queue_overflowed_between_folds(monkeypatch
 def test_introspection_off_keeps_no_counts_no_recorder_and_no_call_tables():
     script = """
 from actors.runtime import Actor, Kind
-from actors.runtime.introspection.recorder import TRAFFIC
+from actors.runtime.introspection.recorder import RECORDING, TRAFFIC
 from actors.rpc.inflight import CallTable
+assert not RECORDING  # no place a message passes records it
 with Actor(None, name="a") as a, Actor(name="b") as b:
     b.register(Kind.PING, lambda msg: b.reply(msg, "pong"))
     assert a.request(b.address, Kind.PING, None, 5).wait(5) == "pong"

@@ -17,7 +17,8 @@ collective's sequence number; `size` the message's bytes; `what` the function a
 request calls, a collective's error, or None.
 
 ``ACTORGRAD_INTROSPECTION=0`` turns all of this bookkeeping off (counts, recorder,
-the RPC layer's call tables), for the last percent of speed;
+the RPC layer's call tables), for the last percent of speed: each place that records
+does so ``if RECORDING``, read once at import, so a message then costs one test;
 ``ACTORGRAD_FLIGHT_RECORDER=0`` turns the recorder alone off (the counts stay);
 ``ACTORGRAD_FLIGHT_RECORDER_SIZE`` sets its length (default 4096). Dumps go to
 ``ACTORGRAD_LOG_DIR`` (the launcher sets it to its run folder), else to a folder
@@ -197,5 +198,6 @@ def _dump_path(identity: Dict[str, Any]) -> str:
                                 f"{stamp}-{time.monotonic_ns() % 1_000_000}.json")
 
 
-TRAFFIC = Traffic(_size(), enabled())
+RECORDING = enabled()
+TRAFFIC = Traffic(_size(), RECORDING)
 record = TRAFFIC.record

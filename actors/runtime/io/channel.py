@@ -24,7 +24,7 @@ import zmq
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
 from .context import process_context
-from ..introspection.recorder import ANSWERED, SENT, record
+from ..introspection.recorder import ANSWERED, RECORDING, SENT, record
 from ..introspection.status import dump_recorder
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
@@ -109,7 +109,8 @@ class Channel:
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
         # recorded before it leaves: see ActorCore.request
-        record((monotonic_ns(), SENT, self.address, kind, req_id, sum(map(len, frames)), what))
+        if RECORDING:
+            record((monotonic_ns(), SENT, self.address, kind, req_id, sum(map(len, frames)), what))
         send_frames(conn.socket, frames)
         about_to_block()
         while True:
@@ -131,8 +132,9 @@ class Channel:
                     waiting()
                 continue
             header = envelope.read_header(reply)
-            record((monotonic_ns(), ANSWERED, self.address, header.kind, header.req_id,
-                    sum(map(len, reply)), None))
+            if RECORDING:
+                record((monotonic_ns(), ANSWERED, self.address, header.kind, header.req_id,
+                        sum(map(len, reply)), None))
             if header.req_id != req_id or not header.flags & RESPONSE:
                 continue  # the late answer to an earlier call that timed out
             result = envelope.read_payload(header, reply)
