@@ -236,7 +236,8 @@ class ProcessGroup:
             self.current = None
             self.last = (call.describe, call.step, time.monotonic(), error)
             if RECORDING:
-                record((time.monotonic_ns(), OP_END, self.id, call.describe[0], call.step, 0, error))
+                record((time.monotonic_ns(), OP_END, self.id, call.describe[0], call.step, 0,
+                        error))
 
     def status(self) -> Dict[str, Any]:
         """What this group runs now and ran last, for STATUS."""
