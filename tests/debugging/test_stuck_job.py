@@ -7,7 +7,6 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 import actors.debug as debug
 from actors.debug.chains import format_chain
 from tests.debugging.jobs import job
+from tests.leftovers import resources
 from tests.subprocesses import ROOT
 from tests.waiting import wait_until
 
@@ -149,29 +149,14 @@ def test_status_lists_every_process_as_json(tmp_path):
         assert current["waiting_for"] == 2 and current["bytes"] == 16
 
 
-def _resources() -> set:
-    """This process's threads and open descriptors."""
-    return {("thread", t.ident) for t in threading.enumerate()} | \
-        {("fd", fd) for fd in os.listdir("/proc/self/fd") if _still_open(fd)}
-
-
-def _still_open(fd: str) -> bool:
-    """False for the descriptor the listing itself used, closed once it is done."""
-    try:
-        os.readlink(f"/proc/self/fd/{fd}")
-    except OSError:
-        return False
-    return True
-
-
 def test_asking_a_job_leaves_no_thread_or_socket_behind(tmp_path):
     with job("never_enters", tmp_path) as running:
         assert wait_until(lambda: _waiting_line(running.spec, "ranks 0, 1 waiting"), 60, 0.2)
-        before = _resources()  # after a first look: what the process keeps for good is in
+        before = resources()  # after a first look: what the process keeps for good is in
         for _ in range(3):
             assert len(debug.snapshot(running.spec)) == 3
             debug.collectives(running.spec)
-        assert wait_until(lambda: not _resources() - before, 5), _resources() - before
+        assert wait_until(lambda: not resources() - before, 5), resources() - before
 
 
 def test_format_chain_reads_like_a_call_path():

@@ -18,14 +18,11 @@ from actors.runtime.introspection.status import add_section, remove_section
 from actors.runtime.io.channel import Channel
 from actors.runtime.io.context import process_context
 from actors.runtime.protocol import envelope
+from tests.leftovers import resources
 from tests.subprocesses import ROOT
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def test_status_is_answered_while_every_worker_thread_is_blocked():
@@ -109,7 +106,7 @@ def test_the_introspection_socket_adds_no_thread_and_closes_with_its_actor():
     warm = Actor(name="warm-up").start()
     Channel(warm.serve_introspection()).close()
     warm.stop()
-    threads, fds = threading.active_count(), _open_fds()
+    before = resources()
     actor = Actor(name="counted").start()
     with_actor = threading.active_count()
     channel = Channel(actor.serve_introspection())
@@ -117,8 +114,7 @@ def test_the_introspection_socket_adds_no_thread_and_closes_with_its_actor():
     assert threading.active_count() == with_actor  # answered by the I/O thread
     channel.close()
     actor.stop()
-    assert wait_until(lambda: (threading.active_count(), _open_fds()) == (threads, fds), 5), \
-        (threading.active_count(), _open_fds(), threads, fds)
+    assert wait_until(lambda: not resources() - before, 5), resources() - before
 
 
 def _message(traffic, event, kind, frames, peer, ident):
