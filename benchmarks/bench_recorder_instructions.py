@@ -12,7 +12,8 @@ the percentage is of the user-space work; the benchmark also prints the share of
 user time in the CPU time of the same rpc_async run without valgrind, to scale it.
 Needs valgrind; takes about 25 minutes with the default arguments.
 Prints one JSON line. Usage:
-``python benchmarks/bench_recorder_instructions.py [--repeats R] [--short N] [--long M]``.
+``python benchmarks/bench_recorder_instructions.py [--repeats R] [--short N] [--long M]
+[--workloads rpc_async all_reduce_4kib]``.
 """
 from __future__ import annotations
 
@@ -142,6 +143,8 @@ def main() -> None:
                         help="rpc_async calls of the short run (all_reduce: a fifth)")
     parser.add_argument("--long", type=int, default=DEFAULT_LENGTHS[1],
                         help="rpc_async calls of the long run (all_reduce: a fifth)")
+    parser.add_argument("--workloads", nargs="+", choices=sorted(WORKLOADS),
+                        default=list(WORKLOADS), help="which workloads to count")
     parser.add_argument("--run", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--share", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -154,7 +157,8 @@ def main() -> None:
     if shutil.which("valgrind") is None:
         sys.exit("bench_recorder_instructions: needs valgrind (apt-get install valgrind)")
     result: Dict[str, object] = {"workload": "recorder_instructions", "repeats": args.repeats}
-    for workload, (_, divisor) in WORKLOADS.items():
+    for workload in args.workloads:
+        divisor = WORKLOADS[workload][1]
         short, long = args.short // divisor, args.long // divisor
         per_call: Dict[str, List[float]] = {"1": [], "0": []}
         for _ in range(args.repeats):
@@ -168,7 +172,8 @@ def main() -> None:
                             "cost_pct": round(100 * (on - off) / off, 2),
                             "on_runs": [round(v) for v in per_call["1"]],
                             "off_runs": [round(v) for v in per_call["0"]]}
-    result["rpc_async_user_share_of_cpu"] = _user_share(20 * args.long)
+    if "rpc_async" in args.workloads:
+        result["rpc_async_user_share_of_cpu"] = _user_share(20 * args.long)
     print(json.dumps(result))
 
 

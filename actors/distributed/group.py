@@ -29,7 +29,7 @@ from actors.runtime import Future
 from actors.runtime.concurrency.futures import FutureTimeoutError
 from actors.runtime.concurrency.threads import start_thread
 from actors.runtime.introspection import status
-from actors.runtime.introspection.recorder import OP_END, OP_START, RECORDING, record
+from actors.runtime.introspection.recorder import OP, OP_START, RECORDING, TRAFFIC, record
 from actors.runtime.introspection.status import dump_recorder
 from actors.runtime.process.waits import SlowWait
 
@@ -170,10 +170,12 @@ class ProcessGroup:
         self._thread: Optional[threading.Thread] = None
         self._destroyed = False
         self.current: Optional[Call] = None  # the call running now
+        self._began = 0.0  # when it began (monotonic)
         # (describe, step, monotonic end, error text or None) of the last call
         self.last: Optional[tuple] = None
         self._on_destroy: List[Callable[[], None]] = []
         _groups.add(self)
+        TRAFFIC.watch(self)
 
     def run(self, describe: tuple, body: Callable[[Call], Any], async_op: bool) -> Any:
         """Run collective `body` as this group's next step; a Work if `async_op`."""
@@ -223,9 +225,8 @@ class ProcessGroup:
             del item, future, body, call
 
     def _execute(self, body: Callable[[Call], Any], call: Call) -> Any:
+        self._began = time.monotonic()
         self.current = call
-        if RECORDING:
-            record((time.monotonic_ns(), OP_START, self.id, call.describe[0], call.step, 0, None))
         error = None
         try:
             return body(call)
@@ -236,8 +237,16 @@ class ProcessGroup:
             self.current = None
             self.last = (call.describe, call.step, time.monotonic(), error)
             if RECORDING:
-                record((time.monotonic_ns(), OP_END, self.id, call.describe[0], call.step, 0,
-                        error))
+                record((time.monotonic_ns(), OP, self.id, call.describe[0], call.step, 0, 0,
+                        error, self._began))
+
+    def open_entries(self) -> List[tuple]:
+        """The collective running now, as a flight-recorder entry of its start."""
+        call = self.current
+        if call is None:
+            return []
+        return [(round(self._began * 1e9), OP_START, self.id, call.describe[0], call.step, 0, 0,
+                 None, None)]
 
     def status(self) -> Dict[str, Any]:
         """What this group runs now and ran last, for STATUS."""

@@ -107,7 +107,14 @@ class RpcAgent:
 
     def _status(self) -> dict:
         return {"name": self.name, "rank": self.rank, "world_size": self.world_size,
-                **self.calls.status(self.actor.requests_in_flight(), self._worker_at)}
+                **self.calls.status(self.actor.requests_in_flight(), self._worker_at,
+                                    self.actor.requests_being_served(), self._worker_ranked)}
+
+    def _worker_ranked(self, rank: int) -> Optional[str]:
+        try:
+            return self.directory.resolve(rank).name
+        except (TypeError, ValueError):  # not a worker of this world
+            return None
 
     def _worker_at(self, address: str) -> Optional[str]:
         try:
@@ -322,7 +329,7 @@ class RpcAgent:
         peer = self._caller(msg, caller)
         if meta:
             hook_registry.load_hooks_for(meta)
-        token = self.calls.serve_started(peer.name, fn)
+        msg.thread = threading.get_ident()  # for STATUS: the call's nested calls wait on it
         try:
             if not meta and hook_registry.all_idle():
                 result = fn(*args, **kwargs)
@@ -332,7 +339,7 @@ class RpcAgent:
                     args, kwargs = envelope.payload
                     result = fn(*args, **kwargs)
         finally:
-            self.calls.serve_ended(token)
+            msg.thread = None
         if getattr(fn, "_async_execution", False) and not isinstance(result, Future):
             raise TypeError(f"async_execution function {fn.__qualname__} must return an "
                             f"actors.Future, got {type(result).__name__}")

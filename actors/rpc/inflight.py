@@ -1,13 +1,13 @@
-"""`CallTable`: the calls a worker is serving and the calls it waits on, for STATUS.
+"""`CallTable`: the calls a worker waits on, and with the calls it serves, its STATUS.
 
-Entries are tuples put in and taken out of plain dicts, each one atomic under the
+Entries are tuples put in and taken out of a plain dict, each one atomic under the
 GIL, so the call path takes no lock; functions are kept as objects, threads as
-idents, and both are named only when a STATUS is asked for. A thread serves one
-call at a time, so a served call is keyed by its thread. A call sent through the
+idents, and both are named only when a STATUS is asked for. A call sent through the
 I/O thread waits in the actor's own table of requests in flight
 (`Actor.requests_in_flight`), so only calls that wait on their caller's own
-connection are put here. The flight recorder has each call already, as the
-request and the reply that carry it.
+connection are put here. The calls being served are the actor's requests not
+answered yet (`Actor.requests_being_served`). The flight recorder has each call
+already, as the request and the reply that carry it.
 """
 from __future__ import annotations
 
@@ -18,31 +18,23 @@ from typing import Any, Callable, Dict, Iterable, List, Optional
 
 from actors.runtime.introspection.recorder import describe_callable, enabled
 from actors.runtime.io.peers import Pending
-from actors.runtime.protocol import kind_name
+from actors.runtime.protocol import Kind, kind_name
+from actors.runtime.protocol.envelope import Message
+
+CALLS = (Kind.RPC_CALL, Kind.RPC_REMOTE)  # requests whose payload starts (fn, args, kwargs, caller)
 
 
 class CallTable:
-    """Calls in flight on one worker: `serving` (from callers) and `waiting` (to callees
-    on the caller's own connection); both stay empty when introspection is off
-    (``ACTORGRAD_INTROSPECTION=0``), where every token is 0."""
+    """The calls one worker waits on (to callees on the caller's own connection); it
+    stays empty when introspection is off (``ACTORGRAD_INTROSPECTION=0``), where
+    every token is 0."""
 
     def __init__(self) -> None:
         self._tokens = itertools.count(1)
-        # thread ident -> (caller name, fn, thread ident, start)
-        self.serving: Dict[int, tuple] = {}
         # token -> (callee name, fn or kind, thread ident, start, timeout in seconds or None)
         self.waiting: Dict[int, tuple] = {}
         if not enabled():
-            self.serve_started = self.wait_started = _no_token  # type: ignore[method-assign]
-            self.serve_ended = self.wait_ended = _no_token  # type: ignore[method-assign]
-
-    def serve_started(self, caller: str, fn: Any) -> int:
-        thread = threading.get_ident()
-        self.serving[thread] = (caller, fn, thread, time.monotonic())
-        return thread
-
-    def serve_ended(self, token: int) -> None:
-        self.serving.pop(token, None)
+            self.wait_started = self.wait_ended = _no_token  # type: ignore[method-assign]
 
     def wait_started(self, callee: str, what: Any, timeout: Optional[float]) -> int:
         token = next(self._tokens)
@@ -53,16 +45,21 @@ class CallTable:
         self.waiting.pop(token, None)
 
     def status(self, sent: Iterable[Pending] = (),
-               callee_of: Callable[[str], Optional[str]] = lambda address: None
+               callee_of: Callable[[str], Optional[str]] = lambda address: None,
+               served: Iterable[Message] = (),
+               caller_of: Callable[[int], Optional[str]] = lambda rank: None
                ) -> Dict[str, List[Dict[str, Any]]]:
         """``{"serving": [...], "waiting": [...]}``, each with its age in seconds; `sent`
         adds the requests in flight through the I/O thread that name what they call,
-        their callee named by `callee_of` (peer address -> worker name)."""
+        their callee named by `callee_of` (peer address -> worker name); `served` are
+        the requests being served, the calls among them go to "serving", their caller
+        named by `caller_of` (rank -> worker name)."""
         now = time.monotonic()
         names = {thread.ident: thread.name for thread in threading.enumerate()}
-        serving = [{"caller": caller, "function": describe_callable(fn), "thread": ident,
-                    "thread_name": names.get(ident), "age_s": round(now - start, 3)}
-                   for caller, fn, ident, start in list(self.serving.values())]
+        serving = [{"caller": caller_of(msg.payload[3]), "function": describe_callable(
+                    msg.payload[0]), "thread": msg.thread, "thread_name": names.get(msg.thread),
+                    "age_s": round(now - msg.received, 3)}
+                   for msg in served if msg.kind in CALLS and msg.received is not None]
         waiting = list(self.waiting.values()) + [
             (callee_of(p.peer) or p.peer, p.what, p.thread, p.started, p.timeout)
             for p in sent if p.what is not None]

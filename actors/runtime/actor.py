@@ -50,8 +50,8 @@ from .protocol import (ERROR, INTROSPECTION_KINDS, JSON, ONEWAY, PROTOCOL_VERSIO
 from .io.router import Router
 from .concurrency.scheduler import WorkerPool
 from .io.security import secure
-from .introspection.recorder import (ANSWERED, FOLD_INTERVAL, RECEIVED, RECORDING, REPLIED,
-                                     SENT, TRAFFIC, record)
+from .introspection.recorder import (ANSWERED, CALLED, FOLD_INTERVAL, RECEIVED, RECORDING,
+                                     SENT, SERVED, TRAFFIC, record)
 from .introspection.server import IntrospectionServer
 from .introspection import status
 from .introspection.status import dump_recorder
@@ -106,6 +106,8 @@ class ActorCore:
                 self._mailbox.read_router(self._router, self._on_request)
         self._started = False
         self._stopped = False
+        self._unanswered: Dict[int, Message] = {}  # id -> a request received, not answered
+        TRAFFIC.watch(self)
         self.register(Kind.PING, lambda msg: msg.payload, inline=True)
 
     # ---- lifecycle ----------------------------------------------------------------
@@ -318,6 +320,21 @@ class ActorCore:
             self._mailbox.watch(server.socket, zmq.POLLIN, server.on_ready)
         return server.address
 
+    def open_entries(self) -> list:
+        """Flight-recorder entries of what is open here: each request sent and not
+        answered yet (its send), each request received and not answered yet (its
+        receipt); none once the actor stopped."""
+        if self._stopped:
+            return []
+        return self._peers.open_entries() + [
+            (round(msg.received * 1e9), RECEIVED, msg.sender, msg.kind, msg.req_id, 0, msg.size,
+             None, None) for msg in list(self._unanswered.values())]
+
+    def requests_being_served(self) -> List[Message]:
+        """The requests received here and not answered yet (empty when introspection is
+        off)."""
+        return list(self._unanswered.values())
+
     def requests_in_flight(self) -> List[Pending]:
         """The requests sent from here that wait for their replies (any thread)."""
         return self._peers.requests()
@@ -341,15 +358,14 @@ class ActorCore:
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         future = Future()
+        # Taken before it leaves: its receipt must never come first in a timeline.
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout
         # Registered here, not on the I/O thread, so that stop() fails it even if the
         # I/O thread never gets to send it.
-        self._peers.register(req_id, Pending(future, peer, kind, timeout, what,
-                                             threading.get_ident(), now))
-        # Recorded before it leaves: its receipt must never come first in a timeline.
-        if RECORDING:
-            record((monotonic_ns(), SENT, peer, kind, req_id, sum(map(len, frames)), what))
+        self._peers.register(req_id, Pending(
+            future, peer, kind, timeout, what, threading.get_ident(), now, req_id,
+            sum(map(len, frames)) if RECORDING else 0))
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
@@ -361,7 +377,7 @@ class ActorCore:
         """Send a one-way message to `peer` (no reply, no future)."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
         if RECORDING:
-            record((monotonic_ns(), SENT, peer, kind, 0, sum(map(len, frames)), None))
+            record((monotonic_ns(), SENT, peer, kind, 0, sum(map(len, frames)), 0, None, None))
         self._mailbox.send_to_peer(peer, frames)
 
     def reply(self, msg: Message, payload: Any) -> None:
@@ -373,19 +389,19 @@ class ActorCore:
             frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
-        if RECORDING:
-            record((monotonic_ns(), REPLIED, msg.sender, msg.kind, msg.req_id,
-                    sum(map(len, frames)), None))
-        self._send_to_sender(msg.sender, frames)
+        self._send_reply(msg, frames)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
         """Answer request `msg` with an error reply describing `exc`; any thread."""
         if msg.oneway or msg.sender is None:
             return
-        frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
+        self._send_reply(msg, envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
+
+    def _send_reply(self, msg: Message, frames: list) -> None:
         if RECORDING:
-            record((monotonic_ns(), REPLIED, msg.sender, msg.kind, msg.req_id,
-                    sum(map(len, frames)), None))
+            self._unanswered.pop(id(msg), None)
+            record((monotonic_ns(), SERVED, msg.sender, msg.kind, msg.req_id,
+                    sum(map(len, frames)), msg.size, None, msg.received))
         self._send_to_sender(msg.sender, frames)
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
@@ -424,7 +440,7 @@ class ActorCore:
     def _fail_request(self, req_id: int, exc: BaseException) -> None:
         pending = self._peers.forget(req_id)
         if pending is not None:
-            pending.future.set_exception(exc)
+            _fail(pending, exc)
 
     def _arm_expiry(self) -> None:
         """Point the one expiry timer at the earliest deadline."""
@@ -439,11 +455,11 @@ class ActorCore:
         self._expiry = None
         try:
             for pending in self._peers.expired(time.monotonic()):
-                if pending.kind not in INTROSPECTION_KINDS:  # a probe of a hung process
-                    dump_recorder("request_timeout")
-                pending.future.set_exception(RequestTimeoutError(
+                _fail(pending, RequestTimeoutError(
                     f"{kind_name(pending.kind)} to {pending.peer} got no reply within "
                     f"{pending.timeout:g}s"))
+                if pending.kind not in INTROSPECTION_KINDS:  # a probe of a hung process
+                    dump_recorder("request_timeout")
         finally:
             self._arm_expiry()
 
@@ -456,10 +472,14 @@ class ActorCore:
         if header.flags & PUSH:
             self._on_push(peer, header, frames)
             return
-        if RECORDING:
-            record((monotonic_ns(), ANSWERED, peer, header.kind, header.req_id,
-                    sum(map(len, frames)), None))
         pending = self._peers.forget(header.req_id)
+        if RECORDING:
+            if pending is None:
+                record((monotonic_ns(), ANSWERED, peer, header.kind, header.req_id, 0,
+                        sum(map(len, frames)), None, None))
+            else:
+                record((monotonic_ns(), CALLED, peer, header.kind, header.req_id, pending.size,
+                        sum(map(len, frames)), pending.what, pending.started))
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
                       req_id=header.req_id)
@@ -511,8 +531,7 @@ class ActorCore:
 
     def _fail_requests(self, which: Callable[[Pending], bool], exc: BaseException) -> None:
         for pending in self._peers.take_requests(which):
-            if not pending.future.done():
-                pending.future.set_exception(exc)
+            _fail(pending, exc)
 
     # ---- I/O thread: incoming requests --------------------------------------------
 
@@ -552,11 +571,15 @@ class ActorCore:
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
             payload = envelope.read_payload(header, frames)
+            msg = Message(header.kind, header.req_id, header.flags, payload, sender=identity)
             if RECORDING:
-                record((monotonic_ns(), RECEIVED, identity, header.kind, header.req_id,
-                        sum(map(len, frames)), None))
-            return registration, Message(header.kind, header.req_id, header.flags, payload,
-                                         sender=identity)
+                if header.flags & ONEWAY:
+                    record((monotonic_ns(), RECEIVED, identity, header.kind, header.req_id, 0,
+                            sum(map(len, frames)), None, None))
+                else:  # recorded with its reply
+                    msg.received, msg.size = time.monotonic(), sum(map(len, frames))
+                    self._unanswered[id(msg)] = msg
+            return registration, msg
         except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised
             self._reject(identity, frames, exc)
             return None
@@ -606,6 +629,14 @@ class ActorCore:
             self.reply(msg, done.value())
 
 
+def _fail(pending: Pending, exc: BaseException) -> None:
+    """End a request without its reply: recorded as its send alone, its future failed."""
+    if RECORDING:
+        record(pending.sent_alone())
+    if not pending.future.done():
+        pending.future.set_exception(exc)
+
+
 class Actor:
     """An actor you hold: `ActorCore`'s methods, and a finalizer that stops it when dropped.
 
@@ -650,5 +681,5 @@ def _delegate(name: str) -> property:
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
               "report_lost", "on_push", "request", "notify", "reply", "reply_error", "push",
               "call_later", "call_soon", "close_soon", "attach", "deliver_sent",
-              "serve_introspection", "requests_in_flight"):
+              "serve_introspection", "requests_in_flight", "requests_being_served"):
     setattr(Actor, _name, _delegate(_name))

@@ -13,7 +13,8 @@ import zmq
 
 from actors.runtime import Actor, Kind, ProtocolError, UnknownKindError
 from actors.runtime.introspection import recorder
-from actors.runtime.introspection.recorder import OP_START, RECEIVED, REPLIED, SENT, Traffic
+from actors.runtime.introspection.recorder import (ANSWERED, CALLED, OP, OP_START, RECEIVED,
+                                                   SENT, SERVED, Traffic, recording)
 from actors.runtime.introspection.status import add_section, remove_section
 from actors.runtime.io.channel import Channel
 from actors.runtime.io.context import process_context
@@ -118,7 +119,9 @@ def test_the_introspection_socket_adds_no_thread_and_closes_with_its_actor():
 
 
 def _message(traffic, event, kind, frames, peer, ident):
-    traffic.record((time.monotonic_ns(), event, peer, kind, ident, sum(map(len, frames)), None))
+    size = sum(map(len, frames))
+    sent, received = (0, size) if event in (RECEIVED, ANSWERED) else (size, 0)
+    traffic.record((time.monotonic_ns(), event, peer, kind, ident, sent, received, None, None))
 
 
 def test_the_recorder_keeps_the_last_entries_and_counts_every_message():
@@ -127,11 +130,13 @@ def test_the_recorder_keeps_the_last_entries_and_counts_every_message():
         _message(traffic, SENT, 0x0200, [b"h" * 16, b"body"], "tcp://peer:1", ident)
     _message(traffic, RECEIVED, 0x0200, [b"h" * 16], b"\x01", 9)
     traffic.fold()  # what an I/O thread does every FOLD_INTERVAL
-    _message(traffic, REPLIED, 0x0200, [b"h" * 16], b"\x01", 9)
-    traffic.record((time.monotonic_ns(), OP_START, "0", "all_reduce", 1, 0, None))
-    assert [e[4] for e in traffic.entries()] == [9, 9, 1]
-    assert traffic.by_kind() == {0x0200: {"msgs_in": 1, "bytes_in": 16, "msgs_out": 6,
-                                          "bytes_out": 116}}
+    # a request served: 30 bytes in, 12 out; a call made: 7 bytes out, 3 in
+    traffic.record((time.monotonic_ns(), SERVED, b"\x01", 0x0200, 10, 12, 30, None, 1.0))
+    traffic.record((time.monotonic_ns(), CALLED, "tcp://peer:1", 0x0200, 6, 7, 3, print, 2.0))
+    traffic.record((time.monotonic_ns(), OP, "0", "all_reduce", 1, 0, 0, None, 3.0))
+    assert [e[4] for e in traffic.entries()] == [10, 6, 1]
+    assert traffic.by_kind() == {0x0200: {"msgs_in": 3, "bytes_in": 49, "msgs_out": 7,
+                                          "bytes_out": 119}}
     assert traffic.complete
     no_recorder = Traffic(0)
     _message(no_recorder, SENT, 1, [b"x"], "p", 1)
@@ -140,6 +145,62 @@ def test_the_recorder_keeps_the_last_entries_and_counts_every_message():
     off = Traffic(8, counting=False)
     _message(off, SENT, 1, [b"x"], "p", 1)
     assert off.entries() == [] and off.by_kind() == {}
+
+
+def test_an_exchange_is_written_as_its_messages_in_time_order_with_what_is_still_open():
+    traffic = Traffic(8)
+    start = time.monotonic()
+    ns = round(start * 1e9)
+    traffic.record((ns + 5000, CALLED, "tcp://b:1", 0x0200, 4, 70, 20, print, start))
+    traffic.record((ns + 4000, SERVED, b"\xaa", 0x0200, 9, 30, 60, None, start + 1e-6))
+    traffic.record((ns + 6000, OP, "0", "all_reduce", 3, 0, 0, "DistError: x", start + 2e-6))
+
+    class Running:
+        def open_entries(self):
+            return [(ns + 500, OP_START, "0", "barrier", 4, 0, 0, None, None)]
+
+    running = Running()
+    traffic.watch(running)
+    written = recording("asked", {"name": "w"}, traffic.entries())["entries"]
+    assert [(e["t_ns"] - ns, e["event"], e["id"], e["size"], e["what"]) for e in written] == [
+        (0, "send", 4, 70, "builtins.print"), (500, "op_start", 4, 0, None),
+        (1000, "recv", 9, 60, None), (2000, "op_start", 3, 0, None),
+        (4000, "send_reply", 9, 30, None), (5000, "recv_reply", 4, 20, None),
+        (6000, "op_end", 3, 0, "DistError: x")]
+    assert written[2]["peer"] == "aa" and written[0]["kind"] == "RPC_CALL"
+    del running  # a source is read only while it lives
+    assert len(traffic.entries()) == 3
+
+
+def test_a_request_is_in_the_recorder_while_open_and_once_with_its_reply_when_answered():
+    from actors.runtime.introspection.recorder import TRAFFIC
+
+    release = threading.Event()
+    caller, server = Actor(None, name="caller").start(), Actor(name="server").start()
+    try:
+        server.register(Kind.PING, lambda msg: release.wait(30) and "pong")
+        reply = caller.request(server.address, Kind.PING, "x" * 12345, 30)
+        size = len(b"".join(envelope.encode(Kind.PING, 1, "x" * 12345, 0)))
+
+        def ours():  # this request's messages, in order (no other request has its size)
+            entries = [e for e in recording("asked", {}, TRAFFIC.entries())["entries"]
+                       if e["kind"] == "PING"]
+            received = [e for e in entries if e["event"] == "recv" and e["size"] == size]
+            peers = {server.address} | {e["peer"] for e in received}
+            return [e["event"] for e in entries if e["peer"] in peers and received
+                    and e["id"] == received[0]["id"]]
+
+        # open on both sides: sent, received, and counted
+        assert wait_until(lambda: ours() == ["send", "recv"], 5), ours()
+        assert TRAFFIC.by_kind()[Kind.PING]["msgs_in"] >= 1
+        release.set()
+        assert reply.wait(10) == "pong"
+        assert wait_until(lambda: ours() == ["send", "recv", "send_reply", "recv_reply"], 5), \
+            ours()
+    finally:
+        release.set()
+        caller.stop()
+        server.stop()
 
 
 def test_counts_say_when_the_recorder_queue_overflowed_between_folds(monkeypatch):
@@ -159,8 +220,10 @@ assert not RECORDING  # no place a message passes records it
 with Actor(None, name="a") as a, Actor(name="b") as b:
     b.register(Kind.PING, lambda msg: b.reply(msg, "pong"))
     assert a.request(b.address, Kind.PING, None, 5).wait(5) == "pong"
+    b.register(Kind.PING, lambda msg: b.requests_being_served())
+    assert a.request(b.address, Kind.PING, None, 5).wait(5) == []
 calls = CallTable()
-assert calls.serve_started("w0", print) == 0 and calls.wait_started("w1", print, 1.0) == 0
+assert calls.wait_started("w1", print, 1.0) == 0
 assert (TRAFFIC.by_kind(), TRAFFIC.entries(), calls.status()) == \\
     ({}, [], {"serving": [], "waiting": []})
 print("off")

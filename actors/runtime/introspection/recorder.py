@@ -1,20 +1,28 @@
 """`Traffic`: counts of messages and bytes by kind, and the flight recorder.
 
-Every message an actor sends or receives, and every collective step, is one entry,
-appended by whichever thread moves it to a queue with `Traffic.record`: one tuple
-and one C call, no Python frame, no lock, no formatting. `Traffic.fold` takes the
-queued entries in one batch, counts them by kind and moves them to the flight
-recorder, a ring (`collections.deque` with a ``maxlen``) of the last entries; each
-actor's I/O thread folds every `FOLD_INTERVAL` seconds, and every reader (STATUS, a
-dump) folds first. The ring is formatted only when dumped, to a file, on a failure
-worth explaining (a lost rank, a collective timeout or mismatch, an RPC timeout) or
-on SIGUSR1.
+Every message an actor sends or receives, and every collective, is recorded by
+whichever thread moves it with `Traffic.record`: one tuple and one C call, no Python
+frame, no lock, no formatting. `Traffic.fold` takes the queued entries in one batch,
+counts them by kind and moves them to the flight recorder, a ring
+(`collections.deque` with a ``maxlen``) of the last entries; each actor's I/O thread
+folds every `FOLD_INTERVAL` seconds, and every reader (STATUS, a dump) folds first.
+The ring is formatted only when dumped, to a file, on a failure worth explaining (a
+lost rank, a collective timeout or mismatch, an RPC timeout) or on SIGUSR1.
 
-Entries are ``(t_ns, event, peer, kind, ident, size, what)``: `t_ns` from
-`time.monotonic_ns`; `event` one of `EVENTS`; `peer` an address or a sender's
-identity; `kind` a message kind or a collective's name; `ident` a request id or a
-collective's sequence number; `size` the message's bytes; `what` the function a
-request calls, a collective's error, or None.
+Entries are ``(t_ns, event, peer, kind, ident, sent, received, what, since)``:
+`t_ns` from `time.monotonic_ns`; `event` one of `EVENTS`; `peer` an address or a
+sender's identity; `kind` a message kind or a collective's name; `ident` a request id
+or a collective's sequence number; `sent` and `received` the bytes this process sent
+and received; `what` the function a request calls, a collective's error, or None.
+A request and its reply make one entry on each side, written when the reply passes
+(`CALLED` on the caller, `SERVED` on the server), and a collective one entry when it
+ends (`OP`); `since` is then the `time.monotonic` seconds of the request or the
+collective's start (None: not known). A one-way message, a request that ends without
+a reply and a reply whose request is gone are entries of their own. So the ring holds
+up to twice its length in messages. What has started and not ended (a request in
+flight, a call being served, a collective running) is asked of the objects that know
+it, the `watch`ed sources, whenever the entries are read. `format_entries` turns an
+entry back into the messages and steps it stands for, each with its own time.
 
 ``ACTORGRAD_INTROSPECTION=0`` turns all of this bookkeeping off (counts, recorder,
 the RPC layer's call tables), for the last percent of speed: each place that records
@@ -33,6 +41,7 @@ import socket
 import tempfile
 import threading
 import time
+import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..process.log import get_logger
@@ -52,12 +61,18 @@ QUEUE_LIMIT = 32768
 # One dump per reason at most this often (seconds): a hundred timeouts, one file.
 _DUMP_INTERVAL = 10.0
 
+# Entries of one message or step; also the events `format_entries` writes.
 SENT, RECEIVED, REPLIED, ANSWERED = "send", "recv", "send_reply", "recv_reply"
 OP_START, OP_END = "op_start", "op_end"
-MESSAGES = (SENT, RECEIVED, REPLIED, ANSWERED)
-EVENTS = MESSAGES + (OP_START, OP_END)
+# Entries of a whole exchange: (opening, closing) events each stands for.
+CALLED, SERVED, OP = "call", "serve", "op"
+HALVES = {CALLED: (SENT, ANSWERED), SERVED: (RECEIVED, REPLIED), OP: (OP_START, OP_END)}
+EVENTS = (SENT, RECEIVED, REPLIED, ANSWERED, OP_START, OP_END, CALLED, SERVED, OP)
+# Messages out and in that an entry of each event stands for.
+_MESSAGES = {SENT: (1, 0), REPLIED: (1, 0), RECEIVED: (0, 1), ANSWERED: (0, 1),
+             CALLED: (1, 1), SERVED: (1, 1)}
 
-Entry = Tuple[int, str, Any, Any, int, int, Any]
+Entry = Tuple[int, str, Any, Any, int, int, int, Any, Optional[float]]
 
 
 def enabled() -> bool:
@@ -83,16 +98,27 @@ class Traffic:
     `counting` False: neither counts nor recorder)."""
 
     def __init__(self, size: int, counting: bool = True):
-        # (event, kind) -> [entries, bytes]
+        # (event, kind) -> [entries, bytes sent, bytes received]
         self._counts: Dict[Tuple[str, Any], List[int]] = {}
         self.ring: Optional["collections.deque[Entry]"] = \
             collections.deque(maxlen=size) if size and counting else None
         self._queue: "collections.deque[Entry]" = collections.deque(maxlen=QUEUE_LIMIT)
         self.record = self._queue.append if counting else _ignore
         """Append one `Entry` (any thread): all that a message costs on its path."""
+        self.counting = counting
         self.complete = True  # False once the queue overflowed: counts missed entries
         self._folding = threading.RLock()  # a SIGUSR1 dump may interrupt a fold
         self._dumped: Dict[str, float] = {}
+        self._sources: "weakref.WeakSet[Any]" = weakref.WeakSet()
+
+    def watch(self, source: Any) -> None:
+        """Read `source.open_entries()` (entries of what has started and not ended) with
+        the ring and the counts from now on, for as long as `source` lives."""
+        if self.counting:
+            self._sources.add(source)
+
+    def _open_entries(self) -> List[Entry]:
+        return [entry for source in list(self._sources) for entry in source.open_entries()]
 
     def fold(self) -> None:
         """Count the entries recorded since the last fold and move them to the ring."""
@@ -102,37 +128,38 @@ class Traffic:
             if waiting == queue.maxlen:
                 self.complete = False
             batch = [queue.popleft() for _ in range(waiting)]
-            counts = self._counts
-            for _, event, _, kind, _, size, _ in batch:
-                tally = counts.get((event, kind))
-                if tally is None:
-                    tally = counts[(event, kind)] = [0, 0]
-                tally[0] += 1
-                tally[1] += size
+            _count(batch, self._counts)
             if self.ring is not None:
                 self.ring.extend(batch)
 
     def by_kind(self) -> Dict[int, Dict[str, int]]:
-        """Messages and bytes in and out per kind."""
+        """Messages and bytes in and out per kind (of what is still open too)."""
         with self._folding:
             self.fold()
-            counted = list(self._counts.items())
+            counts = {key: list(tally) for key, tally in self._counts.items()}
+        _count(self._open_entries(), counts)
         table: Dict[int, Dict[str, int]] = {}
-        for (event, kind), (messages, size) in counted:
-            if event not in MESSAGES:
+        for (event, kind), (entries, sent, received) in counts.items():
+            if event not in _MESSAGES:
                 continue
+            out, into = _MESSAGES[event]
             row = table.setdefault(kind, dict.fromkeys(
                 ("msgs_in", "bytes_in", "msgs_out", "bytes_out"), 0))
-            way = "in" if event in (RECEIVED, ANSWERED) else "out"
-            row[f"msgs_{way}"] += messages
-            row[f"bytes_{way}"] += size
+            row["msgs_out"] += out * entries
+            row["bytes_out"] += sent
+            row["msgs_in"] += into * entries
+            row["bytes_in"] += received
         return table
 
     def entries(self) -> List[Entry]:
-        """The recorder's entries, oldest first (a copy; empty when it is off)."""
+        """The recorder's entries in the order they were written, then those of what is
+        still open (a copy; empty when the recorder is off)."""
+        if self.ring is None:
+            return []
         with self._folding:
             self.fold()
-            return list(self.ring) if self.ring is not None else []
+            written = list(self.ring)
+        return written + self._open_entries()
 
     def dump(self, reason: str, identity: Dict[str, Any], extra: Optional[dict] = None,
              force: bool = False, even_without_recorder: bool = False) -> Optional[str]:
@@ -157,23 +184,51 @@ class Traffic:
         return path
 
 
+def _count(entries: List[Entry], counts: Dict[Tuple[str, Any], List[int]]) -> None:
+    """Add `entries` to `counts`: (event, kind) -> [entries, bytes sent, bytes received]."""
+    for _, event, _, kind, _, sent, received, _, _ in entries:
+        tally = counts.get((event, kind))
+        if tally is None:
+            tally = counts[(event, kind)] = [0, 0, 0]
+        tally[0] += 1
+        tally[1] += sent
+        tally[2] += received
+
+
 def recording(reason: str, identity: Dict[str, Any], entries: List[Entry],
               extra: Optional[dict] = None) -> Dict[str, Any]:
-    """A recorder's contents as JSON-ready data: who, why, both clocks now, the entries."""
+    """A recorder's contents as JSON-ready data: who, why, both clocks now, and the
+    messages and steps of the entries, oldest first."""
+    events = [event for entry in entries for event in format_entries(entry)]
+    events.sort(key=lambda event: event["t_ns"])
     return {"reason": reason, **identity, "monotonic_ns": time.monotonic_ns(),
-            "time_ns": time.time_ns(), "entries": [format_entry(e) for e in entries],
-            **(extra or {})}
+            "time_ns": time.time_ns(), "entries": events, **(extra or {})}
 
 
-def format_entry(entry: Entry) -> Dict[str, Any]:
-    """One recorder entry as JSON-ready data."""
+def format_entries(entry: Entry) -> List[Dict[str, Any]]:
+    """The messages or steps one recorder entry stands for, as JSON-ready data: one for
+    an entry of one event, the opening and the closing one for an exchange (`HALVES`),
+    each ``{"t_ns", "event", "peer", "kind", "id", "size", "what"}``."""
     from ..protocol import kind_name
 
-    t_ns, event, peer, kind, ident, size, what = entry
-    return {"t_ns": t_ns, "event": event,
-            "peer": peer.hex() if isinstance(peer, bytes) else peer,
-            "kind": kind_name(kind) if isinstance(kind, int) else kind,
-            "id": ident, "size": size, "what": describe_callable(what)}
+    t_ns, event, peer, kind, ident, sent, received, what, since = entry
+    common = {"peer": peer.hex() if isinstance(peer, bytes) else peer,
+              "kind": kind_name(kind) if isinstance(kind, int) else kind, "id": ident}
+    halves = HALVES.get(event)
+    if halves is None:
+        return [{"t_ns": t_ns, "event": event, **common, "size": sent + received,
+                 "what": describe_callable(what)}]
+    opening, closing = halves
+    # the bytes of the first message and of the second: the server's first is received
+    first, second = (received, sent) if event == SERVED else (sent, received)
+    # a request says what it calls; a collective's end says how it ended
+    named = describe_callable(what)
+    opening_what, closing_what = (None, named) if event == OP else (named, None)
+    written = [] if since is None else [{"t_ns": round(since * 1e9), "event": opening,
+                                          **common, "size": first, "what": opening_what}]
+    written.append({"t_ns": t_ns, "event": closing, **common, "size": second,
+                    "what": closing_what})
+    return written
 
 
 def describe_callable(what: Any) -> Any:

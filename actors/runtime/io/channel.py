@@ -110,7 +110,8 @@ class Channel:
         drops = conn.drops
         # recorded before it leaves: see ActorCore.request
         if RECORDING:
-            record((monotonic_ns(), SENT, self.address, kind, req_id, sum(map(len, frames)), what))
+            record((monotonic_ns(), SENT, self.address, kind, req_id, sum(map(len, frames)), 0,
+                    what, None))
         send_frames(conn.socket, frames)
         about_to_block()
         while True:
@@ -133,8 +134,8 @@ class Channel:
                 continue
             header = envelope.read_header(reply)
             if RECORDING:
-                record((monotonic_ns(), ANSWERED, self.address, header.kind, header.req_id,
-                        sum(map(len, reply)), None))
+                record((monotonic_ns(), ANSWERED, self.address, header.kind, header.req_id, 0,
+                        sum(map(len, reply)), None, None))
             if header.req_id != req_id or not header.flags & RESPONSE:
                 continue  # the late answer to an earlier call that timed out
             result = envelope.read_payload(header, reply)

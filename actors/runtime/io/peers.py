@@ -19,6 +19,7 @@ import zmq
 
 from ..concurrency.deadlines import Deadlines
 from ..concurrency.futures import Future
+from ..introspection.recorder import SENT, Entry
 from .sockets import HANDSHAKE_FAILED, REFUSED
 
 CONNECTING, UP, LOST = "connecting", "up", "lost"
@@ -38,15 +39,24 @@ class Liveness(NamedTuple):
 class Pending:
     """A request waiting for its reply; `sent_as` is its place among the messages sent
     to `peer` (from 1; 0 until it leaves). `what` (what it calls, for STATUS), the
-    sending thread and the monotonic time it started say what waits on it."""
+    sending thread and the monotonic time it started say what waits on it; its id and
+    `size` (bytes, 0 when not counted) what the flight recorder writes of it."""
 
-    __slots__ = ("future", "peer", "kind", "timeout", "sent_as", "what", "thread", "started")
+    __slots__ = ("future", "peer", "kind", "timeout", "sent_as", "what", "thread", "started",
+                 "req_id", "size")
 
     def __init__(self, future: Future, peer: str, kind: int, timeout: Optional[float],
-                 what: Any = None, thread: int = 0, started: float = 0.0):
+                 what: Any = None, thread: int = 0, started: float = 0.0, req_id: int = 0,
+                 size: int = 0):
         self.future, self.peer, self.kind, self.timeout = future, peer, kind, timeout
         self.sent_as = 0
         self.what, self.thread, self.started = what, thread, started
+        self.req_id, self.size = req_id, size
+
+    def sent_alone(self) -> Entry:
+        """This request as a flight-recorder entry of its send alone (no reply yet)."""
+        return (round(self.started * 1e9), SENT, self.peer, self.kind, self.req_id,
+                self.size, 0, self.what, None)
 
 
 class PeerTable:
@@ -128,6 +138,10 @@ class PeerTable:
         """Take out the requests whose deadline is at or before `now`."""
         due = self._deadlines.due(now, self._pending.__contains__)
         return [p for p in (self._pending.pop(req_id, None) for req_id in due) if p is not None]
+
+    def open_entries(self) -> List[Entry]:
+        """The requests in flight as flight-recorder entries (any thread)."""
+        return [pending.sent_alone() for pending in self.requests()]
 
     def requests(self) -> List[Pending]:
         """The requests waiting for their replies now (any thread: a copy)."""

@@ -14,10 +14,13 @@ class Message:
     """A decoded message: its kind, request id, flags and payload, and where it came from.
 
     `sender` is the ROUTER identity of a request (the reply address); `peer` is the
-    address of the actor a reply or push came from.
+    address of the actor a reply or push came from. A request's `received` (monotonic
+    seconds, None when not recorded) and `size` (bytes) go to the flight recorder with
+    its reply; a handler may note in `thread` the ident of the thread that serves it.
     """
 
-    __slots__ = ("kind", "req_id", "flags", "payload", "sender", "peer")
+    __slots__ = ("kind", "req_id", "flags", "payload", "sender", "peer", "received", "size",
+                 "thread")
 
     def __init__(self, kind: int, req_id: int, flags: int, payload: Any,
                  sender: Optional[bytes] = None, peer: Optional[str] = None):
@@ -27,6 +30,9 @@ class Message:
         self.payload = payload
         self.sender = sender
         self.peer = peer
+        self.received: Optional[float] = None
+        self.size = 0
+        self.thread: Optional[int] = None
 
     @property
     def json(self) -> bool:
