@@ -10,7 +10,7 @@ the lengths, divided by the calls between them, is the instructions per call of 
 processes together, without start-up and shutdown. Kernel time is not counted, so
 the percentage is of the user-space work; the benchmark also prints the share of
 user time in the CPU time of the same rpc_async run without valgrind, to scale it.
-Needs valgrind; takes about 25 minutes with the default arguments.
+Needs valgrind; takes 10–25 minutes with the default arguments, by host.
 Prints one JSON line. Usage:
 ``python benchmarks/bench_recorder_instructions.py [--repeats R] [--short N] [--long M]
 [--workloads rpc_async all_reduce_4kib]``.
