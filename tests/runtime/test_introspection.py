@@ -203,6 +203,39 @@ def test_a_request_is_in_the_recorder_while_open_and_once_with_its_reply_when_an
         server.stop()
 
 
+def test_the_recorder_is_read_while_other_threads_add_and_drop_sources():
+    traffic = Traffic(8)
+
+    class Source:
+        def open_entries(self):
+            return [(1, SENT, "p", 1, 1, 1, 0, None, None)]
+
+    kept, stop, failures = [], threading.Event(), []
+
+    def churn():
+        while not stop.is_set():
+            source = Source()
+            traffic.watch(source)
+            kept.append(source)
+            if len(kept) > 64:
+                del kept[:32]  # dropped sources leave the set while it is read
+
+    adder = threading.Thread(target=churn)
+    adder.start()
+    try:
+        for _ in range(2000):
+            try:
+                traffic.entries()
+                traffic.by_kind()
+            except RuntimeError as exc:  # "Set changed size during iteration"
+                failures.append(exc)
+                break
+    finally:
+        stop.set()
+        adder.join(10)
+    assert not failures
+
+
 def test_counts_say_when_the_recorder_queue_overflowed_between_folds(monkeypatch):
     monkeypatch.setattr(recorder, "QUEUE_LIMIT", 4)
     traffic = Traffic(8)

@@ -118,7 +118,13 @@ class Traffic:
             self._sources.add(source)
 
     def _open_entries(self) -> List[Entry]:
-        return [entry for source in list(self._sources) for entry in source.open_entries()]
+        while True:
+            try:
+                sources = list(self._sources)
+                break
+            except RuntimeError:  # another thread added a source while this one copied
+                continue
+        return [entry for source in sources for entry in source.open_entries()]
 
     def fold(self) -> None:
         """Count the entries recorded since the last fold and move them to the ring."""
