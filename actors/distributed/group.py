@@ -28,6 +28,7 @@ import numpy as np
 from actors.runtime import Future
 from actors.runtime.concurrency.futures import FutureTimeoutError
 from actors.runtime.concurrency.threads import start_thread
+from actors.runtime.concurrency.weak import members
 from actors.runtime.introspection import status
 from actors.runtime.introspection.recorder import OP, OP_START, RECORDING, TRAFFIC, record
 from actors.runtime.introspection.status import dump_recorder
@@ -286,7 +287,7 @@ class ProcessGroup:
 
 def groups_status() -> List[Dict[str, Any]]:
     """Every live group of this process, for STATUS."""
-    return [group.status() for group in list(_groups) if not group._destroyed]
+    return [group.status() for group in members(_groups) if not group._destroyed]
 
 
 def size_of(describe: tuple) -> Optional[int]:

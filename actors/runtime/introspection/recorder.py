@@ -44,6 +44,7 @@ import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..concurrency.weak import members
 from ..process.log import get_logger
 
 log = get_logger(__name__)
@@ -118,13 +119,7 @@ class Traffic:
             self._sources.add(source)
 
     def _open_entries(self) -> List[Entry]:
-        while True:
-            try:
-                sources = list(self._sources)
-                break
-            except RuntimeError:  # another thread added a source while this one copied
-                continue
-        return [entry for source in sources for entry in source.open_entries()]
+        return [entry for source in members(self._sources) for entry in source.open_entries()]
 
     def fold(self) -> None:
         """Count the entries recorded since the last fold and move them to the ring."""
