@@ -328,7 +328,7 @@ class ActorCore:
             return []
         return self._peers.open_entries() + [
             (round(msg.received * 1e9), RECEIVED, msg.sender, msg.kind, msg.req_id, 0, msg.size,
-             None, None) for msg in list(self._unanswered.values())]
+             None, None) for msg in self.requests_being_served()]
 
     def requests_being_served(self) -> List[Message]:
         """The requests received here and not answered yet (empty when introspection is

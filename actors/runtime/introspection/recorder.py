@@ -62,16 +62,17 @@ QUEUE_LIMIT = 32768
 # One dump per reason at most this often (seconds): a hundred timeouts, one file.
 _DUMP_INTERVAL = 10.0
 
-# Entries of one message or step; also the events `format_entries` writes.
+# The events `format_entries` writes; all but REPLIED and OP_END are entries too.
 SENT, RECEIVED, REPLIED, ANSWERED = "send", "recv", "send_reply", "recv_reply"
 OP_START, OP_END = "op_start", "op_end"
 # Entries of a whole exchange: (opening, closing) events each stands for.
 CALLED, SERVED, OP = "call", "serve", "op"
 HALVES = {CALLED: (SENT, ANSWERED), SERVED: (RECEIVED, REPLIED), OP: (OP_START, OP_END)}
-EVENTS = (SENT, RECEIVED, REPLIED, ANSWERED, OP_START, OP_END, CALLED, SERVED, OP)
+# What an entry's event may be: an exchange, or one message or step of its own.
+EVENTS = (CALLED, SERVED, OP, SENT, RECEIVED, ANSWERED, OP_START)
 # Messages out and in that an entry of each event stands for.
-_MESSAGES = {SENT: (1, 0), REPLIED: (1, 0), RECEIVED: (0, 1), ANSWERED: (0, 1),
-             CALLED: (1, 1), SERVED: (1, 1)}
+_MESSAGES = {SENT: (1, 0), RECEIVED: (0, 1), ANSWERED: (0, 1), CALLED: (1, 1),
+             SERVED: (1, 1)}
 
 Entry = Tuple[int, str, Any, Any, int, int, int, Any, Optional[float]]
 
