@@ -272,7 +272,7 @@ def _kill_one(system: Any, rank: int, world: int, killed_at: Any) -> Dict[str, f
     return {}
 
 
-def _rank(kind: str, task: str, rank: int, world: int, port: int, quick: bool,
+def _rank(kind: str, task: Any, rank: int, world: int, port: int, quick: bool,
           results: Any, killed_at: Any) -> None:
     os.environ["ACTORGRAD_LOG_LEVEL"] = "warning"
     if kind == "zeromq_only":
@@ -288,16 +288,19 @@ def _rank(kind: str, task: str, rank: int, world: int, port: int, quick: bool,
         results.join_thread()  # delivered before the exit below
         os._exit(0)  # a group with a dead rank cannot be torn down in order
     try:
-        figures = {"collectives": _collectives, "floor": _floor, "ddp": _ddp_step,
-                   "latency": _latency, "loop": _loop}[task](
-            system, rank, world, quick)
+        body = task if callable(task) else {
+            "collectives": _collectives, "floor": _floor, "ddp": _ddp_step,
+            "latency": _latency, "loop": _loop}[task]
+        figures = body(system, rank, world, quick)
     finally:
         system.close()
     if rank == 0:
         results.put(figures)
 
 
-def run(kind: str, task: str, world: int, quick: bool) -> Dict[str, float]:
+def run(kind: str, task: Any, world: int, quick: bool) -> Dict[str, float]:
+    """Rank 0's figures of `task` (a name above, or a function of (system, rank, world,
+    quick) that every rank runs) on `world` ranks of `kind`."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     killed_at = ctx.Value("d", 0.0)

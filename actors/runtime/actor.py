@@ -26,8 +26,9 @@ import itertools
 import threading
 import time
 import weakref
-from time import monotonic_ns
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from time import monotonic, monotonic_ns
+from typing import (Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tuple,
+                    Union)
 
 import zmq
 
@@ -35,7 +36,7 @@ from .process import at_exit
 
 from .protocol import envelope
 from .protocol.bounded import text_of
-from .protocol.envelope import Message
+from .protocol.envelope import Message, message_bytes
 from .errors import (ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError,
                      UnknownKindError)
 from .concurrency.futures import Future, failed
@@ -106,7 +107,7 @@ class ActorCore:
                 self._mailbox.read_router(self._router, self._on_request)
         self._started = False
         self._stopped = False
-        self._unanswered: Dict[int, Message] = {}  # id -> a request received, not answered
+        self._unanswered: Set[Message] = set()  # requests received, not answered
         TRAFFIC.watch(self)
         self.register(Kind.PING, lambda msg: msg.payload, inline=True)
 
@@ -333,7 +334,7 @@ class ActorCore:
     def requests_being_served(self) -> List[Message]:
         """The requests received here and not answered yet (empty when introspection is
         off)."""
-        return list(self._unanswered.values())
+        return list(self._unanswered)
 
     def requests_in_flight(self) -> List[Pending]:
         """The requests sent from here that wait for their replies (any thread)."""
@@ -365,7 +366,7 @@ class ActorCore:
         # I/O thread never gets to send it.
         self._peers.register(req_id, Pending(
             future, peer, kind, timeout, what, threading.get_ident(), now, req_id,
-            sum(map(len, frames)) if RECORDING else 0))
+            message_bytes(frames) if RECORDING else 0))
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
@@ -377,7 +378,7 @@ class ActorCore:
         """Send a one-way message to `peer` (no reply, no future)."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
         if RECORDING:
-            record((monotonic_ns(), SENT, peer, kind, 0, sum(map(len, frames)), 0, None, None))
+            record((monotonic_ns(), SENT, peer, kind, 0, message_bytes(frames), 0, None, None))
         self._mailbox.send_to_peer(peer, frames)
 
     def reply(self, msg: Message, payload: Any) -> None:
@@ -399,9 +400,9 @@ class ActorCore:
 
     def _send_reply(self, msg: Message, frames: list) -> None:
         if RECORDING:
-            self._unanswered.pop(id(msg), None)
+            self._unanswered.discard(msg)
             record((monotonic_ns(), SERVED, msg.sender, msg.kind, msg.req_id,
-                    sum(map(len, frames)), msg.size, None, msg.received))
+                    message_bytes(frames), msg.size, None, msg.received))
         self._send_to_sender(msg.sender, frames)
 
     def push(self, msg: Message, kind: int, payload: Any) -> None:
@@ -476,10 +477,10 @@ class ActorCore:
         if RECORDING:
             if pending is None:
                 record((monotonic_ns(), ANSWERED, peer, header.kind, header.req_id, 0,
-                        sum(map(len, frames)), None, None))
+                        message_bytes(frames), None, None))
             else:
                 record((monotonic_ns(), CALLED, peer, header.kind, header.req_id, pending.size,
-                        sum(map(len, frames)), pending.what, pending.started))
+                        message_bytes(frames), pending.what, pending.started))
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
                       req_id=header.req_id)
@@ -575,10 +576,10 @@ class ActorCore:
             if RECORDING:
                 if header.flags & ONEWAY:
                     record((monotonic_ns(), RECEIVED, identity, header.kind, header.req_id, 0,
-                            sum(map(len, frames)), None, None))
+                            message_bytes(frames), None, None))
                 else:  # recorded with its reply
-                    msg.received, msg.size = time.monotonic(), sum(map(len, frames))
-                    self._unanswered[id(msg)] = msg
+                    msg.received, msg.size = monotonic(), message_bytes(frames)
+                    self._unanswered.add(msg)
             return registration, msg
         except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised
             self._reject(identity, frames, exc)

@@ -42,6 +42,7 @@ import tempfile
 import threading
 import time
 import weakref
+from itertools import repeat, starmap
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..concurrency.weak import members
@@ -129,7 +130,7 @@ class Traffic:
             waiting = len(queue)
             if waiting == queue.maxlen:
                 self.complete = False
-            batch = [queue.popleft() for _ in range(waiting)]
+            batch = list(starmap(queue.popleft, repeat((), waiting)))
             _count(batch, self._counts)
             if self.ring is not None:
                 self.ring.extend(batch)

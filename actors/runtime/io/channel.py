@@ -110,8 +110,8 @@ class Channel:
         drops = conn.drops
         # recorded before it leaves: see ActorCore.request
         if RECORDING:
-            record((monotonic_ns(), SENT, self.address, kind, req_id, sum(map(len, frames)), 0,
-                    what, None))
+            record((monotonic_ns(), SENT, self.address, kind, req_id,
+                    envelope.message_bytes(frames), 0, what, None))
         send_frames(conn.socket, frames)
         about_to_block()
         while True:
@@ -135,7 +135,7 @@ class Channel:
             header = envelope.read_header(reply)
             if RECORDING:
                 record((monotonic_ns(), ANSWERED, self.address, header.kind, header.req_id, 0,
-                        sum(map(len, reply)), None, None))
+                        envelope.message_bytes(reply), None, None))
             if header.req_id != req_id or not header.flags & RESPONSE:
                 continue  # the late answer to an earlier call that timed out
             result = envelope.read_payload(header, reply)

@@ -90,6 +90,11 @@ def encode_error(kind: int, req_id: int, exc: BaseException, json: bool) -> List
     return encode(kind, req_id, error_payload(exc, include_object=not json), flags)
 
 
+def message_bytes(frames: Sequence[Any]) -> int:
+    """The bytes of a message's frames, as the flight recorder counts them."""
+    return len(frames[0]) + len(frames[1]) if len(frames) == 2 else sum(map(len, frames))
+
+
 def read_header(frames: Sequence[Any]) -> Header:
     """The checked header of a message: version, and frame count against `nbufs`."""
     if not frames:
