@@ -4,7 +4,9 @@ This layer imports nothing from `store`, `engine` or the rpc services. Its parts
 
 ```text
 ==================  ==========================================================================
-``actor.py``        `ActorCore` / `Actor`: handlers by kind, requests and their futures
+``actor/``          `ActorCore` / `Actor`: set-up and lifecycle (``core``), the requests it
+                    sends and their futures (``calling``), the requests it serves by kind
+                    (``serving``), the handle a user holds (``handle``)
 ``errors.py``       the runtime's exceptions
 ``protocol/``       the wire format: header, kinds and flags (``__init__``), frames
                     (``envelope``; `Encoded`: one payload encoded once for many

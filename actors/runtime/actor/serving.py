@@ -1,0 +1,187 @@
+"""`Serving`: the requests an actor receives, decoded, dispatched by kind and answered.
+
+Requests are read by the I/O thread or, with ``workers_receive``, by the pool's own
+threads; a handler runs inline (on the reading thread) or on the pool. Its return
+value is the reply, a returned `Future` is replied when it completes, an exception
+becomes an error reply; bad input is answered with an error and never raised.
+"""
+from __future__ import annotations
+
+from time import monotonic, monotonic_ns
+from typing import Any, Callable, List, NamedTuple, Optional
+
+from ..concurrency.futures import Future
+from ..errors import UnknownKindError
+from ..introspection.recorder import RECEIVED, RECORDING, SERVED, record
+from ..process.log import get_logger
+from ..protocol import JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, Kind, envelope, kind_name
+from ..protocol.bounded import text_of
+from ..protocol.envelope import Message, message_bytes
+
+log = get_logger(__name__)
+
+
+Handler = Callable[[Message], Any]
+
+
+class Registration(NamedTuple):
+    fn: Handler
+    inline: bool
+
+
+class Serving:
+    """The receiving half of `ActorCore` (see `actors.runtime.actor`): it uses the core's
+    name, handlers, router, pool and its set of requests not answered."""
+
+    def register(self, kind: int, handler: Handler, *, inline: bool = False) -> None:
+        """Serve requests of `kind` with `handler(message)`; `inline` runs it on the I/O thread."""
+        self._handlers[int(kind)] = Registration(handler, inline)
+
+    def on_sender_lost(self, callback: Callable[[bytes], None]) -> None:
+        """Call `callback(identity)` on the I/O thread when a sender's connection closes.
+
+        Before `start()`, on an actor with a mailbox; `Message.sender` is the identity
+        reported. ZMTP heartbeats close the connection of a sender that stops
+        answering, so a hung sender is reported too.
+        """
+        if self._router is None or self._started:
+            raise RuntimeError("on_sender_lost needs an actor with a mailbox, before start()")
+        self._sender_lost_callback = callback
+        self._mailbox.watch_senders(self._router.track_senders(), self._on_disconnect)
+
+    def requests_being_served(self) -> List[Message]:
+        """The requests received here and not answered yet (empty when introspection is
+        off)."""
+        return list(self._unanswered)
+
+    def reply(self, msg: Message, payload: Any) -> None:
+        """Answer request `msg` with `payload`, in the codec it came in; any thread."""
+        if msg.oneway or msg.sender is None:
+            return
+        flags = RESPONSE | (msg.flags & JSON)
+        try:
+            frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
+            frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
+        self._send_reply(msg, frames)
+
+    def reply_error(self, msg: Message, exc: BaseException) -> None:
+        """Answer request `msg` with an error reply describing `exc`; any thread."""
+        if msg.oneway or msg.sender is None:
+            return
+        self._send_reply(msg, envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
+
+    def push(self, msg: Message, kind: int, payload: Any) -> None:
+        """Send an unsolicited event to the sender of request `msg`, tagged with its id."""
+        flags = PUSH | (msg.flags & JSON)
+        self._send_to_sender(msg.sender, envelope.encode(kind, msg.req_id, payload, flags))
+
+    # ---- the reading thread ----------------------------------------------------------
+
+    def _on_disconnect(self, fd: int) -> None:
+        for identity in self._router.senders_lost(fd):
+            log.info("sender_lost", actor=self.name, sender=identity.hex())
+            try:
+                self._sender_lost_callback(identity)
+            except Exception:  # noqa: BLE001 - one faulty listener must not stop the mailbox
+                log.exception("sender_lost_callback_failed", actor=self.name)
+
+    def _on_request(self, identity: bytes, frames: list) -> None:
+        accepted = self._accept(identity, frames)
+        if accepted is None:
+            return
+        registration, msg = accepted
+        if registration.inline:
+            self._serve(registration.fn, msg)
+        else:
+            self._pool.submit(self._serve, registration.fn, msg)
+
+    def _accept_for_worker(self, identity: bytes, frames: list) -> Optional[tuple]:
+        """`LeaderPool`'s accept: serve inline handlers here, return pool work."""
+        accepted = self._accept(identity, frames)
+        if accepted is None:
+            return None
+        registration, msg = accepted
+        if registration.inline:
+            self._serve(registration.fn, msg)
+            return None
+        return self._serve, (registration.fn, msg)
+
+    def _accept(self, identity: bytes, frames: list) -> Optional[tuple]:
+        """Decode a request: ``(registration, message)``, or None once bad input is answered.
+
+        Never raises for bad input: whatever fails while accepting goes to `_reject`.
+        """
+        try:
+            header = envelope.read_header(frames)
+            if header.flags & (RESPONSE | PUSH):
+                log.warning("stray_response_dropped", actor=self.name,
+                            kind=kind_name(header.kind), req_id=header.req_id)
+                return None
+            registration = self._handlers.get(header.kind)
+            if registration is None:
+                raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
+            payload = envelope.read_payload(header, frames)
+            msg = Message(header.kind, header.req_id, header.flags, payload, sender=identity)
+            if RECORDING:
+                if header.flags & ONEWAY:
+                    record((monotonic_ns(), RECEIVED, identity, header.kind, header.req_id, 0,
+                            message_bytes(frames), None, None))
+                else:  # recorded with its reply
+                    msg.received, msg.size = monotonic(), message_bytes(frames)
+                    self._unanswered.add(msg)
+            return registration, msg
+        except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised
+            self._reject(identity, frames, exc)
+            return None
+
+    def _reject(self, identity: bytes, frames: list, exc: Exception) -> None:
+        """Answer a message that could not be accepted with an error reply describing `exc`.
+
+        The reply goes to the message's req_id in its codec; to req_id 0 with kind
+        PROTOCOL_ERROR in JSON when its header cannot be read, and in JSON when its
+        protocol version is not ours. One-way messages, responses and pushes are only
+        logged.
+        """
+        header = envelope.peek_header(frames)
+        log.warning("bad_request", actor=self.name, frames=len(frames),
+                    kind=None if header is None else kind_name(header.kind),
+                    req_id=None if header is None else header.req_id,
+                    error=text_of(exc))
+        if header is None:
+            kind, req_id, json = Kind.PROTOCOL_ERROR, 0, True
+        elif header.flags & (ONEWAY | RESPONSE | PUSH):
+            return
+        else:
+            kind, req_id = header.kind, header.req_id
+            json = bool(header.flags & JSON) or header.version != PROTOCOL_VERSION
+        self._send_to_sender(identity, envelope.encode_error(kind, req_id, exc, json))
+
+    def _serve(self, handler: Handler, msg: Message) -> None:
+        try:
+            result = handler(msg)
+        except Exception as exc:  # noqa: BLE001 - becomes the caller's error
+            self.reply_error(msg, exc)
+            return
+        if isinstance(result, Future):
+            result.add_done_callback(lambda done: self._reply_with(msg, done))
+        else:
+            self.reply(msg, result)
+
+    def _send_reply(self, msg: Message, frames: list) -> None:
+        if RECORDING:
+            self._unanswered.discard(msg)
+            record((monotonic_ns(), SERVED, msg.sender, msg.kind, msg.req_id,
+                    message_bytes(frames), msg.size, None, msg.received))
+        self._send_to_sender(msg.sender, frames)
+
+    def _send_to_sender(self, identity: bytes, frames: list) -> None:
+        if self._router is not None:
+            self._router.send(identity, frames)
+
+    def _reply_with(self, msg: Message, done: Future) -> None:
+        exc = done.exception()
+        if exc is not None:
+            self.reply_error(msg, exc)
+        else:
+            self.reply(msg, done.value())
