@@ -15,6 +15,16 @@ def resources() -> set:
         {("fd", fd, target) for fd, target in _descriptors()}
 
 
+def open_fds() -> int:
+    """How many descriptors this process has open."""
+    return len(os.listdir("/proc/self/fd"))
+
+
+def os_threads() -> int:
+    """How many OS threads this process runs (Python's and libzmq's)."""
+    return len(os.listdir("/proc/self/task"))
+
+
 def _descriptors():
     for fd in os.listdir("/proc/self/fd"):
         try:

@@ -287,16 +287,13 @@ def _shared_maps() -> int:
         return sum("actorgrad-pg" in line for line in maps)
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 def shared_resources(rank, world, path):
     """Descriptors and shared mappings after a group that moved large arrays through
     shared memory is destroyed, against before it was formed (a first round has
     started what stays for the process: ZeroMQ's context, numpy's thread pools)."""
     from store import FileStore
 
+    from tests.leftovers import open_fds, os_threads
     from tests.waiting import wait_until
 
     def one_round(store):
@@ -311,11 +308,10 @@ def shared_resources(rank, world, path):
     dist.destroy_process_group()  # the one the harness made
     store = FileStore(path, world)
     one_round(store)
-    fds, threads = _open_fds(), len(os.listdir("/proc/self/task"))
+    fds, threads = open_fds(), os_threads()
     mapped_during = one_round(store)
-    released = wait_until(lambda: _open_fds() <= fds
-                          and len(os.listdir("/proc/self/task")) <= threads, 10.0)
-    return mapped_during, _shared_maps(), released, (fds, _open_fds())
+    released = wait_until(lambda: open_fds() <= fds and os_threads() <= threads, 10.0)
+    return mapped_during, _shared_maps(), released, (fds, open_fds())
 
 
 def malformed_shared_array(rank, world):

@@ -36,6 +36,7 @@ from actors.runtime import Actor, Kind, UnknownKindError
 from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.threads import running_threads
 from store import TCPStore
+from tests.leftovers import open_fds, os_threads
 from tests.net import free_port
 from tests.waiting import wait_until
 
@@ -203,14 +204,6 @@ SCENARIOS: Dict[str, Round] = {
     "etcd_store": etcd_store,
     "etcd_rendezvous_handler": etcd_rendezvous_handler,
 }
-
-
-def os_threads() -> int:
-    return len(os.listdir("/proc/self/task"))
-
-
-def open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
 
 
 def bindable(port: int) -> bool:
