@@ -11,7 +11,8 @@ import time
 import pytest
 import zmq
 
-from actors.runtime import Actor, Kind, ProtocolError, UnknownKindError
+from actors.runtime import (Actor, Kind, ProtocolError, RequestTimeoutError,
+                            UnknownKindError)
 from actors.runtime.introspection import recorder
 from actors.runtime.introspection.recorder import (ANSWERED, CALLED, OP, OP_START, RECEIVED,
                                                    SENT, SERVED, Traffic, recording)
@@ -200,6 +201,45 @@ def test_a_request_is_in_the_recorder_while_open_and_once_with_its_reply_when_an
     finally:
         release.set()
         caller.stop()
+        server.stop()
+
+
+def test_a_blocking_call_is_one_entry_once_answered_and_its_send_alone_when_it_times_out():
+    from actors.runtime.introspection.recorder import TRAFFIC
+
+    release = threading.Event()
+    server = Actor(name="server").start()
+    channel = Channel(server.address)
+    try:
+        server.register(Kind.PING, lambda msg: release.wait(30) and "pong")
+        payload = "y" * 23456
+        size = len(b"".join(envelope.encode(Kind.PING, 1, payload, 0)))
+
+        def ours():  # (event, size) of this channel's PING calls of that size
+            return [(e[1], e[5]) for e in TRAFFIC.entries()
+                    if e[2] == channel.address and e[3] == Kind.PING and e[5] == size]
+
+        caller = threading.Thread(target=lambda: channel.call(Kind.PING, payload, 30))
+        caller.start()
+        # open while it waits: its send, read from the channel
+        assert wait_until(lambda: ours() == [(SENT, size)], 5), ours()
+        release.set()
+        caller.join(10)
+        # answered: one entry for the call, written as its send and its reply
+        assert ours() == [(CALLED, size)]
+        [entry] = [e for e in TRAFFIC.entries() if e[1] == CALLED and e[5] == size]
+        written = recording("asked", {}, [entry])["entries"]
+        assert [(e["event"], e["size"]) for e in written] == [("send", size),
+                                                              ("recv_reply", entry[6])]
+        assert written[0]["t_ns"] <= written[1]["t_ns"]
+        # a call that times out is its send alone
+        release.clear()
+        with pytest.raises(RequestTimeoutError):
+            channel.call(Kind.PING, payload, 0.2)
+        assert ours() == [(CALLED, size), (SENT, size)]
+    finally:
+        release.set()
+        channel.close()
         server.stop()
 
 

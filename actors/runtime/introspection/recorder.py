@@ -20,9 +20,10 @@ ends (`OP`); `since` is then the `time.monotonic` seconds of the request or the
 collective's start (None: not known). A one-way message, a request that ends without
 a reply and a reply whose request is gone are entries of their own. So the ring holds
 up to twice its length in messages. What has started and not ended (a request in
-flight, a call being served, a collective running) is asked of the objects that know
-it, the `watch`ed sources, whenever the entries are read. `format_entries` turns an
-entry back into the messages and steps it stands for, each with its own time.
+flight, a blocking call waiting, a call being served, a collective running) is asked
+of the objects that know it, the `watch`ed sources, whenever the entries are read.
+`format_entries` turns an entry back into the messages and steps it stands for, each
+with its own time.
 
 ``ACTORGRAD_INTROSPECTION=0`` turns all of this bookkeeping off (counts, recorder,
 the RPC layer's call tables), for the last percent of speed: each place that records

@@ -24,7 +24,7 @@ import zmq
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
 from .context import process_context
-from ..introspection.recorder import ANSWERED, RECORDING, SENT, record
+from ..introspection.recorder import ANSWERED, CALLED, RECORDING, SENT, TRAFFIC, record
 from ..introspection.status import dump_recorder
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, JSON, RESPONSE
@@ -40,7 +40,8 @@ _SLICE_MS = 50
 class _Connection:
     """One thread's DEALER to the peer, its monitor, and whether the handshake is done."""
 
-    __slots__ = ("connected", "drops", "ever_connected", "monitor", "refused", "socket")
+    __slots__ = ("calling", "connected", "drops", "ever_connected", "monitor", "refused",
+                 "socket")
 
     def __init__(self, ctx: zmq.Context, address: str, heartbeat_ms: int, timeout_ms: int):
         self.socket, self.monitor = open_dealer(ctx, address, heartbeat_ms, timeout_ms)
@@ -49,6 +50,9 @@ class _Connection:
         self.ever_connected = False
         self.drops = 0  # disconnections seen: a call spanning one lost its request
         self.refused = False  # the peer refused the handshake (security)
+        # The flight-recorder entry of the call waiting for its reply (its send); None
+        # when no call waits, or when introspection is off.
+        self.calling: Optional[tuple] = None
 
     def read_monitor(self) -> None:
         # EVENTS, not poll(0): one call instead of a Poller built per check.
@@ -86,6 +90,7 @@ class Channel:
         self._closed = False
         self._finalizer = weakref.finalize(self, _close_all, self._connections, self._lock)
         self._finalizer.atexit = False
+        TRAFFIC.watch(self)
 
     def connect(self, timeout: Optional[float] = None) -> None:
         """Establish this thread's connection now; PeerLostError if it cannot within `timeout`."""
@@ -108,40 +113,53 @@ class Channel:
         frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
-        # recorded before it leaves: see ActorCore.request
-        if RECORDING:
-            record((monotonic_ns(), SENT, self.address, kind, req_id,
-                    envelope.message_bytes(frames), 0, what, None))
-        send_frames(conn.socket, frames)
-        about_to_block()
-        while True:
-            try:
-                # Blocking receive in short slices: the fast path is one plain recv,
-                # and between slices the monitor says whether the peer went away.
-                reply = recv_frames(conn.socket)
-            except zmq.Again:
-                conn.read_monitor()
-                if conn.refused:
-                    self._refused(conn)
-                if not conn.connected or conn.drops != drops:
-                    raise PeerLostError(self.address, "connection lost") from None
-                if deadline is not None and time.monotonic() >= deadline:
-                    dump_recorder("request_timeout")
-                    raise RequestTimeoutError(
-                        f"no reply from {self.address} within {timeout:g}s") from None
-                if waiting is not None:
-                    waiting()
-                continue
-            header = envelope.read_header(reply)
-            if RECORDING:
-                record((monotonic_ns(), ANSWERED, self.address, header.kind, header.req_id, 0,
-                        envelope.message_bytes(reply), None, None))
-            if header.req_id != req_id or not header.flags & RESPONSE:
-                continue  # the late answer to an earlier call that timed out
-            result = envelope.read_payload(header, reply)
-            if header.flags & ERROR:
-                raise exception_from_payload(result)
-            return result
+        if RECORDING:  # taken before it leaves: see ActorCore.request
+            conn.calling = (monotonic_ns(), SENT, self.address, kind, req_id,
+                            envelope.message_bytes(frames), 0, what, None)
+        try:
+            send_frames(conn.socket, frames)
+            about_to_block()
+            while True:
+                try:
+                    # Blocking receive in short slices: the fast path is one plain recv,
+                    # and between slices the monitor says whether the peer went away.
+                    reply = recv_frames(conn.socket)
+                except zmq.Again:
+                    conn.read_monitor()
+                    if conn.refused:
+                        self._refused(conn)
+                    if not conn.connected or conn.drops != drops:
+                        raise PeerLostError(self.address, "connection lost") from None
+                    if deadline is not None and time.monotonic() >= deadline:
+                        dump_recorder("request_timeout")
+                        raise RequestTimeoutError(
+                            f"no reply from {self.address} within {timeout:g}s") from None
+                    if waiting is not None:
+                        waiting()
+                    continue
+                header = envelope.read_header(reply)
+                if header.req_id != req_id or not header.flags & RESPONSE:
+                    if RECORDING:  # the late answer to an earlier call that timed out
+                        record((monotonic_ns(), ANSWERED, self.address, header.kind,
+                                header.req_id, 0, envelope.message_bytes(reply), None, None))
+                    continue
+                sent, conn.calling = conn.calling, None
+                if sent is not None:
+                    record((monotonic_ns(), CALLED, self.address, kind, req_id, sent[5],
+                            envelope.message_bytes(reply), what, sent[0] / 1e9))
+                result = envelope.read_payload(header, reply)
+                if header.flags & ERROR:
+                    raise exception_from_payload(result)
+                return result
+        finally:
+            if conn.calling is not None:  # ended without its reply: recorded as its send
+                record(conn.calling)
+                conn.calling = None
+
+    def open_entries(self) -> List[tuple]:
+        """Flight-recorder entries of the calls waiting for their replies (their sends)."""
+        return [entry for entry in [conn.calling for conn in list(self._connections)]
+                if entry is not None]
 
     def close(self) -> None:
         """Close every thread's connection; calls after this raise ActorStoppedError."""
