@@ -54,20 +54,32 @@ def rpc_async(seconds: float) -> Dict[str, float]:
     with server_process(actorgrad_worker, port) as server_pid:
         actors.init_rpc("worker0", 0, 2, timeout=60, init_method=f"tcp://127.0.0.1:{port}")
         try:
-            for _ in range(4):
-                actors.wait_all([actors.rpc_async("worker1", echo, args=(1,))
-                                 for _ in range(WINDOW)])
-            calls, start = 0, time.perf_counter()
-            cpu = _cpu_seconds(os.getpid()) + _cpu_seconds(server_pid)
-            while time.perf_counter() - start < seconds:
-                actors.wait_all([actors.rpc_async("worker1", echo, args=(1,))
-                                 for _ in range(WINDOW)])
-                calls += WINDOW
-            elapsed = time.perf_counter() - start
-            cpu = _cpu_seconds(os.getpid()) + _cpu_seconds(server_pid) - cpu
+            _batches(4)
+            calls_per_s, cpu_us = _window(seconds, server_pid)
         finally:
             actors.shutdown()
-    return {"calls_per_s": calls / elapsed, "cpu_us_per_call": cpu / calls * 1e6}
+    return {"calls_per_s": calls_per_s, "cpu_us_per_call": cpu_us}
+
+
+def _batches(count: int) -> None:
+    """`count` batches of `WINDOW` rpc_async calls to worker1, each awaited whole."""
+    import actors
+
+    for _ in range(count):
+        actors.wait_all([actors.rpc_async("worker1", echo, args=(1,)) for _ in range(WINDOW)])
+
+
+def _window(seconds: float, server_pid: int) -> tuple:
+    """Batches for `seconds`: calls/s, and CPU µs per call of this process and the
+    server's."""
+    calls, start = 0, time.perf_counter()
+    cpu = _cpu_seconds(os.getpid()) + _cpu_seconds(server_pid)
+    while time.perf_counter() - start < seconds:
+        _batches(1)
+        calls += WINDOW
+    elapsed = time.perf_counter() - start
+    cpu = _cpu_seconds(os.getpid()) + _cpu_seconds(server_pid) - cpu
+    return calls / elapsed, cpu / calls * 1e6
 
 
 def switch_recording(on: bool) -> int:
@@ -108,19 +120,11 @@ def rpc_async_in_place(pairs: int, window: float, same: bool = False
             for on in _alternating(pairs):
                 switch_recording(_switched(on, same))
                 actors.rpc_sync("worker1", switch_recording, args=(_switched(on, same),))
-                actors.wait_all([actors.rpc_async("worker1", echo, args=(1,))
-                                 for _ in range(WINDOW)])
-                calls, start = 0, time.perf_counter()
-                cpu = _cpu_seconds(os.getpid()) + _cpu_seconds(server_pid)
-                while time.perf_counter() - start < window:
-                    actors.wait_all([actors.rpc_async("worker1", echo, args=(1,))
-                                     for _ in range(WINDOW)])
-                    calls += WINDOW
-                elapsed = time.perf_counter() - start
-                cpu = _cpu_seconds(os.getpid()) + _cpu_seconds(server_pid) - cpu
+                _batches(1)
+                calls_per_s, cpu_us = _window(window, server_pid)
                 setting = "on" if on else "off"
-                figures[f"calls_{setting}"].append(calls / elapsed)
-                figures[f"cpu_{setting}"].append(cpu / calls * 1e6)
+                figures[f"calls_{setting}"].append(calls_per_s)
+                figures[f"cpu_{setting}"].append(cpu_us)
         finally:
             actors.shutdown()
     return figures
