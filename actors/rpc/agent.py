@@ -35,7 +35,7 @@ from .named import serve_named_call
 from .directory import Destination, WorkerDirectory, WorkerInfo
 from .errors import RpcNotInitializedError, WorkerLostError
 from .hooks import RpcEnvelope
-from .inflight import CallTable
+from .inflight import calls_status
 from .owners import OwnerTable
 from .world import join_world
 
@@ -57,7 +57,6 @@ class RpcAgent:
         self.timeout = timeout  # the calls' default; 0: none
         self.init_timeout = timeout or INIT_TIMEOUT
         self.owners = OwnerTable()
-        self.calls = CallTable()
         self._withdraw: Callable[[], None] = lambda: None  # see publish_introspection
         self._ids = itertools.count(1)
         self._lost: Set[str] = set()
@@ -107,8 +106,11 @@ class RpcAgent:
 
     def _status(self) -> dict:
         return {"name": self.name, "rank": self.rank, "world_size": self.world_size,
-                **self.calls.status(self.actor.requests_in_flight(), self._worker_at,
-                                    self.actor.requests_being_served(), self._worker_ranked)}
+                **calls_status(self.actor.requests_in_flight(),
+                               [call for channel in list(self._channels.values())
+                                for call in channel.calls_waiting()],
+                               self.actor.requests_being_served(), self._worker_at,
+                               self._worker_ranked)}
 
     def _worker_ranked(self, rank: int) -> Optional[str]:
         try:
@@ -243,16 +245,13 @@ class RpcAgent:
         seconds = self.timeout if timeout is None else timeout
         channel = self._channel(info)
         self._track(+1)
-        what = _called(kind, payload)
-        token = self.calls.wait_started(info.name, what, seconds or None)
         try:
             with self._sending(info):
-                return channel.call(kind, payload, seconds or None, what=what)
+                return channel.call(kind, payload, seconds or None, what=_called(kind, payload))
         except PeerLostError as exc:
             self.actor.report_lost(self.directory.address(info), exc.reason)
             raise WorkerLostError(info.name, exc.reason) from None
         finally:
-            self.calls.wait_ended(token)
             self._track(-1)
 
     def _channel(self, info: WorkerInfo) -> Channel:

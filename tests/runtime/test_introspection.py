@@ -221,8 +221,11 @@ def test_a_blocking_call_is_one_entry_once_answered_and_its_send_alone_when_it_t
 
         caller = threading.Thread(target=lambda: channel.call(Kind.PING, payload, 30))
         caller.start()
-        # open while it waits: its send, read from the channel
+        # open while it waits: its send, read from the channel, and a call waited on
         assert wait_until(lambda: ours() == [(SENT, size)], 5), ours()
+        [(address, what, thread, started, timeout)] = channel.calls_waiting()
+        assert (address, what, thread, timeout) == (server.address, None, caller.ident, 30)
+        assert 0 <= time.monotonic() - started < 10
         release.set()
         caller.join(10)
         # answered: one entry for the call, written as its send and its reply
@@ -288,16 +291,19 @@ def test_introspection_off_keeps_no_counts_no_recorder_and_no_call_tables():
     script = """
 from actors.runtime import Actor, Kind
 from actors.runtime.introspection.recorder import RECORDING, TRAFFIC
-from actors.rpc.inflight import CallTable
+from actors.runtime.io.channel import Channel
+from actors.rpc.inflight import calls_status
 assert not RECORDING  # no place a message passes records it
 with Actor(None, name="a") as a, Actor(name="b") as b:
     b.register(Kind.PING, lambda msg: b.reply(msg, "pong"))
     assert a.request(b.address, Kind.PING, None, 5).wait(5) == "pong"
     b.register(Kind.PING, lambda msg: b.requests_being_served())
     assert a.request(b.address, Kind.PING, None, 5).wait(5) == []
-calls = CallTable()
-assert calls.wait_started("w1", print, 1.0) == 0
-assert (TRAFFIC.by_kind(), TRAFFIC.entries(), calls.status()) == \\
+    channel = Channel(b.address)
+    b.register(Kind.PING, lambda msg: channel.calls_waiting())  # asked while it waits
+    assert channel.call(Kind.PING, None, 5) == []
+    channel.close()
+assert (TRAFFIC.by_kind(), TRAFFIC.entries(), calls_status()) == \\
     ({}, [], {"serving": [], "waiting": []})
 print("off")
 """

@@ -26,7 +26,7 @@ of the objects that know it, the `watch`ed sources, whenever the entries are rea
 with its own time.
 
 ``ACTORGRAD_INTROSPECTION=0`` turns all of this bookkeeping off (counts, recorder,
-the RPC layer's call tables), for the last percent of speed: each place that records
+the tables of calls waited on and served), for the last percent of speed: each place that records
 does so ``if RECORDING``, read once at import, so a message then costs one test;
 ``ACTORGRAD_FLIGHT_RECORDER=0`` turns the recorder alone off (the counts stay);
 ``ACTORGRAD_FLIGHT_RECORDER_SIZE`` sets its length (default 4096). Dumps go to
@@ -80,7 +80,7 @@ Entry = Tuple[int, str, Any, Any, int, int, int, Any, Optional[float]]
 
 
 def enabled() -> bool:
-    """Whether this process keeps counts, a recorder and call tables (the default)."""
+    """Whether this process keeps counts, a recorder and tables of calls (the default)."""
     return os.environ.get(SWITCH_VARIABLE, "1") != "0"
 
 

@@ -17,7 +17,7 @@ import threading
 import time
 from time import monotonic_ns
 import weakref
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 import zmq
 
@@ -41,7 +41,7 @@ class _Connection:
     """One thread's DEALER to the peer, its monitor, and whether the handshake is done."""
 
     __slots__ = ("calling", "connected", "drops", "ever_connected", "monitor", "refused",
-                 "socket")
+                 "socket", "thread", "timeout")
 
     def __init__(self, ctx: zmq.Context, address: str, heartbeat_ms: int, timeout_ms: int):
         self.socket, self.monitor = open_dealer(ctx, address, heartbeat_ms, timeout_ms)
@@ -50,9 +50,11 @@ class _Connection:
         self.ever_connected = False
         self.drops = 0  # disconnections seen: a call spanning one lost its request
         self.refused = False  # the peer refused the handshake (security)
-        # The flight-recorder entry of the call waiting for its reply (its send); None
-        # when no call waits, or when introspection is off.
+        # The flight-recorder entry of the call waiting for its reply (its send) and that
+        # call's timeout; None when no call waits, or when introspection is off.
         self.calling: Optional[tuple] = None
+        self.timeout: Optional[float] = None
+        self.thread = threading.get_ident()  # the one thread that uses this connection
 
     def read_monitor(self) -> None:
         # EVENTS, not poll(0): one call instead of a Poller built per check.
@@ -116,6 +118,7 @@ class Channel:
         if RECORDING:  # taken before it leaves: see ActorCore.request
             conn.calling = (monotonic_ns(), SENT, self.address, kind, req_id,
                             envelope.message_bytes(frames), 0, what, None)
+            conn.timeout = timeout
         try:
             send_frames(conn.socket, frames)
             about_to_block()
@@ -158,8 +161,22 @@ class Channel:
 
     def open_entries(self) -> List[tuple]:
         """Flight-recorder entries of the calls waiting for their replies (their sends)."""
-        return [entry for entry in [conn.calling for conn in list(self._connections)]
-                if entry is not None]
+        return [entry for entry, _, _ in self._waiting()]
+
+    def calls_waiting(self) -> List[Tuple[str, Any, int, float, Optional[float]]]:
+        """The calls waiting for their replies, each ``(address, what it calls, thread
+        ident, monotonic seconds at its send, timeout)`` (none when introspection is
+        off)."""
+        return [(self.address, entry[7], thread, entry[0] / 1e9, timeout)
+                for entry, thread, timeout in self._waiting()]
+
+    def _waiting(self) -> List[Tuple[tuple, int, Optional[float]]]:
+        waiting = []
+        for conn in list(self._connections):
+            entry, timeout = conn.calling, conn.timeout  # read once: its thread may end it
+            if entry is not None:
+                waiting.append((entry, conn.thread, timeout))
+        return waiting
 
     def close(self) -> None:
         """Close every thread's connection; calls after this raise ActorStoppedError."""
