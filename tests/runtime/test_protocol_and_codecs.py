@@ -52,6 +52,13 @@ def test_each_numpy_buffer_travels_as_its_own_frame_outside_the_pickle():
     assert bytes(frames[2]) == a.tobytes() and bytes(frames[3]) == b.tobytes()
 
 
+@pytest.mark.parametrize("payload", [None, "x" * 5000, {"a": np.ones((20, 30)), "n": 3},
+                                     [np.arange(1000, dtype=np.float32), np.zeros((4, 5, 6))]])
+def test_a_message_counts_the_bytes_of_all_its_frames(payload):
+    frames = envelope.encode(Kind.PING, 1, payload)
+    assert envelope.message_bytes(frames) == sum(len(bytes(frame)) for frame in frames)
+
+
 def test_small_arrays_stay_inside_the_body_and_arrive_writable():
     small = np.arange(serialization.INBAND_LIMIT // 8 - 1, dtype=np.float64)
     body, buffers = serialization.dumps({"small": small})
