@@ -85,7 +85,11 @@ def _window(seconds: float, server_pid: int) -> tuple:
 def switch_recording(on: bool) -> int:
     """Turn this process's bookkeeping on or off in place: the ``RECORDING`` flag that
     each runtime module reads at import and tests on every message (valid in a process
-    started with it on, whose recorder exists). Returns the pid."""
+    started with it on, whose recorder exists). Returns the pid.
+
+    A request that straddles a switch is half kept: one received with it on and
+    answered with it off stays among the requests not answered. The figures do not
+    notice; the process's own introspection is not to be read afterwards."""
     for name, module in list(sys.modules.items()):
         if name.startswith("actors.") and isinstance(getattr(module, "RECORDING", None), bool):
             module.RECORDING = on

@@ -116,9 +116,9 @@ class Channel:
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
         if RECORDING:  # taken before it leaves: see ActorCore.request
+            conn.timeout = timeout  # before the entry that readers take as the sign of a call
             conn.calling = (monotonic_ns(), SENT, self.address, kind, req_id,
                             envelope.message_bytes(frames), 0, what, None)
-            conn.timeout = timeout
         try:
             send_frames(conn.socket, frames)
             about_to_block()
@@ -155,9 +155,11 @@ class Channel:
                     raise exception_from_payload(result)
                 return result
         finally:
-            if conn.calling is not None:  # ended without its reply: recorded as its send
-                record(conn.calling)
-                conn.calling = None
+            # Ended without its reply: recorded as its send, taken off the connection
+            # first so that no reader counts it twice.
+            sent, conn.calling = conn.calling, None
+            if sent is not None:
+                record(sent)
 
     def open_entries(self) -> List[tuple]:
         """Flight-recorder entries of the calls waiting for their replies (their sends)."""
