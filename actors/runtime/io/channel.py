@@ -41,7 +41,7 @@ class _Connection:
     """One thread's DEALER to the peer, its monitor, and whether the handshake is done."""
 
     __slots__ = ("calling", "connected", "drops", "ever_connected", "monitor", "refused",
-                 "socket", "thread", "timeout")
+                 "socket", "thread")
 
     def __init__(self, ctx: zmq.Context, address: str, heartbeat_ms: int, timeout_ms: int):
         self.socket, self.monitor = open_dealer(ctx, address, heartbeat_ms, timeout_ms)
@@ -50,10 +50,9 @@ class _Connection:
         self.ever_connected = False
         self.drops = 0  # disconnections seen: a call spanning one lost its request
         self.refused = False  # the peer refused the handshake (security)
-        # The flight-recorder entry of the call waiting for its reply (its send) and that
-        # call's timeout; None when no call waits, or when introspection is off.
-        self.calling: Optional[tuple] = None
-        self.timeout: Optional[float] = None
+        # (flight-recorder entry of its send, timeout) of the call waiting for its reply,
+        # set and taken whole; None when no call waits, or when introspection is off.
+        self.calling: Optional[Tuple[tuple, Optional[float]]] = None
         self.thread = threading.get_ident()  # the one thread that uses this connection
 
     def read_monitor(self) -> None:
@@ -116,9 +115,8 @@ class Channel:
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
         if RECORDING:  # taken before it leaves: see ActorCore.request
-            conn.timeout = timeout  # before the entry that readers take as the sign of a call
-            conn.calling = (monotonic_ns(), SENT, self.address, kind, req_id,
-                            envelope.message_bytes(frames), 0, what, None)
+            conn.calling = ((monotonic_ns(), SENT, self.address, kind, req_id,
+                             envelope.message_bytes(frames), 0, what, None), timeout)
         try:
             send_frames(conn.socket, frames)
             about_to_block()
@@ -146,8 +144,9 @@ class Channel:
                         record((monotonic_ns(), ANSWERED, self.address, header.kind,
                                 header.req_id, 0, envelope.message_bytes(reply), None, None))
                     continue
-                sent, conn.calling = conn.calling, None
-                if sent is not None:
+                calling, conn.calling = conn.calling, None
+                if calling is not None:
+                    sent = calling[0]
                     record((monotonic_ns(), CALLED, self.address, kind, req_id, sent[5],
                             envelope.message_bytes(reply), what, sent[0] / 1e9))
                 result = envelope.read_payload(header, reply)
@@ -157,9 +156,9 @@ class Channel:
         finally:
             # Ended without its reply: recorded as its send, taken off the connection
             # first so that no reader counts it twice.
-            sent, conn.calling = conn.calling, None
-            if sent is not None:
-                record(sent)
+            calling, conn.calling = conn.calling, None
+            if calling is not None:
+                record(calling[0])
 
     def open_entries(self) -> List[tuple]:
         """Flight-recorder entries of the calls waiting for their replies (their sends)."""
@@ -175,9 +174,9 @@ class Channel:
     def _waiting(self) -> List[Tuple[tuple, int, Optional[float]]]:
         waiting = []
         for conn in list(self._connections):
-            entry, timeout = conn.calling, conn.timeout  # read once: its thread may end it
-            if entry is not None:
-                waiting.append((entry, conn.thread, timeout))
+            calling = conn.calling  # read once: its thread may end it
+            if calling is not None:
+                waiting.append((calling[0], conn.thread, calling[1]))
         return waiting
 
     def close(self) -> None:
