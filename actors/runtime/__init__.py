@@ -110,6 +110,9 @@ thread name                     owner                                  purpose
                                 WorkerPool                             tasks (with
                                                                        workers_receive, reads
                                                                        requests too)
+``actorgrad-recorder-dump``     actors.runtime.introspection.dumps.    writes flight-recorder
+                                DumpWriter                             files; ends when none is
+                                                                       left
 ``pg-{group}-ops``              actors.distributed.group.ProcessGroup  runs the group's queued
                                                                        collectives in order
 ``pg-irecv``                    actors.distributed.api.irecv           waits for one irecv's

@@ -14,6 +14,7 @@ import zmq
 from actors.runtime import (Actor, Kind, ProtocolError, RequestTimeoutError,
                             UnknownKindError)
 from actors.runtime.introspection import recorder
+from actors.runtime.introspection.dumps import WRITER
 from actors.runtime.introspection.recorder import (ANSWERED, CALLED, OP, OP_START, RECEIVED,
                                                    SENT, SERVED, Traffic, recording)
 from actors.runtime.introspection.status import add_section, remove_section
@@ -323,6 +324,8 @@ def test_a_dump_goes_to_the_log_dir_and_is_written_once_per_reason_in_a_while(tm
     assert first is not None and first.startswith(str(tmp_path))
     assert traffic.dump("request_timeout", {"name": "w0"}) is None
     assert traffic.dump("rank_lost", {"name": "w0"}) is not None
+    assert WRITER.flush(time.monotonic() + 10)
+    assert sorted(tmp_path.glob("flight-*.json")) != [] and not list(tmp_path.glob("*.part"))
 
 
 def test_sigusr1_is_taken_only_when_nobody_handles_it_and_no_other_signal_is_touched():

@@ -7,7 +7,8 @@ counts them by kind and moves them to the flight recorder, a ring
 (`collections.deque` with a ``maxlen``) of the last entries; each actor's I/O thread
 folds every `FOLD_INTERVAL` seconds, and every reader (STATUS, a dump) folds first.
 The ring is formatted only when dumped, to a file, on a failure worth explaining (a
-lost rank, a collective timeout or mismatch, an RPC timeout) or on SIGUSR1.
+lost rank, a collective timeout or mismatch, an RPC timeout) or on SIGUSR1; the
+failing thread copies it and goes on, the file is written by `dumps.WRITER`.
 
 Entries are ``(t_ns, event, peer, kind, ident, sent, received, what, since)``:
 `t_ns` from `time.monotonic_ns`; `event` one of `EVENTS`; `peer` an address or a
@@ -48,6 +49,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..concurrency.weak import members
 from ..process.log import get_logger
+from .dumps import WRITER
 
 log = get_logger(__name__)
 
@@ -167,9 +169,11 @@ class Traffic:
 
     def dump(self, reason: str, identity: Dict[str, Any], extra: Optional[dict] = None,
              force: bool = False, even_without_recorder: bool = False) -> Optional[str]:
-        """Write the recorder (and `extra`) to a file named in a WARNING line; its path, or
-        None when the recorder is off (unless `even_without_recorder`, for `extra`'s
-        sake) or this reason was dumped moments ago (unless `force`)."""
+        """Have the recorder (and `extra`) written to a file, named in a WARNING line once
+        written; the file's path, or None when the recorder is off (unless
+        `even_without_recorder`, for `extra`'s sake) or this reason was dumped moments
+        ago (unless `force`). The entries are copied here and the file written on the
+        `dumps` thread, so a failure is reported without waiting for its dump."""
         if self.ring is None and not even_without_recorder:
             return None
         now = time.monotonic()
@@ -178,14 +182,21 @@ class Traffic:
         self._dumped[reason] = now
         try:
             path = _dump_path(identity)
-            with open(path + ".part", "w") as out:
-                json.dump(recording(reason, identity, self.entries(), extra), out)
-            os.replace(path + ".part", path)  # whoever looks sees a whole file or none
         except OSError as error:
             log.warning("flight_recorder_not_written", reason=reason, error=str(error))
             return None
-        log.warning("flight_recorder_written", reason=reason, path=path)
+        entries = self.entries()
+        WRITER.submit(path, reason, lambda to: _write_json(
+            to, recording(reason, identity, entries, extra)))
         return path
+
+
+def _write_json(path: str, data: Any) -> None:
+    """Write `data` to `path` whole: whoever looks sees a whole file or none."""
+    text = json.dumps(data)
+    with open(path + ".part", "w") as out:
+        out.write(text)
+    os.replace(path + ".part", path)
 
 
 def _count(entries: List[Entry], counts: Dict[Tuple[str, Any], List[int]]) -> None:

@@ -1,0 +1,112 @@
+"""`DumpWriter`: flight-recorder files written beside the thread that hit the failure.
+
+Formatting a full recorder and writing it takes tens of milliseconds of Python. The
+thread that asks for a dump is the one that must report a failure at once: a
+collective's waiter raising RankLostError, an I/O thread failing a request that timed
+out. So it only takes a copy of what goes in the file and hands the writing to
+`submit`; one registered thread writes what was handed over, oldest first, and ends
+when nothing is left. At a normal exit, what is still queued is written before the
+process ends (`flush`, bounded by the exit's deadline), and what could not be is
+named in a WARNING line.
+"""
+from __future__ import annotations
+
+import collections
+import os
+import threading
+import time
+from typing import Callable, Deque, List, Tuple
+
+from ..concurrency.threads import start_thread
+from ..process import at_exit
+from ..process.log import get_logger
+
+log = get_logger(__name__)
+
+# (path, reason, write): `write(path)` produces the file at `path`.
+Dump = Tuple[str, str, Callable[[str], None]]
+
+
+class DumpWriter:
+    """A queue of dumps and the thread, started on demand, that writes them.
+
+    A SIGUSR1 dump may interrupt the main thread inside `submit`, so the lock is
+    reentrant and two writer threads at once are harmless: each takes its own dumps.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._queue: Deque[Dump] = collections.deque()
+        self._unwritten: List[str] = []  # queued or being written, oldest first
+        self._writer_running = False
+        self._idle = threading.Event()
+        self._idle.set()
+
+    def submit(self, path: str, reason: str, write: Callable[[str], None]) -> None:
+        """Have ``write(path)`` run on the writer thread; returns at once."""
+        with self._lock:
+            self._queue.append((path, reason, write))
+            self._unwritten.append(path)
+            self._idle.clear()
+            start, self._writer_running = not self._writer_running, True
+            if start:
+                # Started holding the lock, which the writer takes first: `start` then
+                # returns at once, not after the writer's first slice of the GIL.
+                start_thread(self._run, name="actorgrad-recorder-dump",
+                             owner=f"{__name__}.DumpWriter",
+                             purpose="writes flight-recorder files off the failing thread")
+
+    def flush(self, deadline: float) -> bool:
+        """Wait until `deadline` (monotonic) for the queued dumps to be written; False,
+        with a WARNING naming the files left unwritten, if they were not."""
+        if self._idle.wait(max(0.0, deadline - time.monotonic())):
+            return True
+        with self._lock:
+            left = list(self._unwritten)
+        log.warning("flight_recorder_not_written", reason="the process ended first",
+                    paths=left)
+        return False
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                if not self._queue:
+                    self._writer_running = False
+                    return
+                path, reason, write = self._queue.popleft()
+            try:
+                write(path)
+            except Exception as error:  # noqa: BLE001 - a dump must never end the writer
+                log.warning("flight_recorder_not_written", reason=reason, error=str(error))
+            else:
+                log.warning("flight_recorder_written", reason=reason, path=path)
+            with self._lock:
+                self._unwritten.remove(path)
+                if not self._unwritten:
+                    self._idle.set()
+
+    def _forget_the_parent(self) -> None:
+        """A forked child has no writer thread, and none of its parent's dumps."""
+        self._lock = threading.RLock()
+        self._queue.clear()
+        self._unwritten.clear()
+        self._writer_running = False
+        self._idle = threading.Event()
+        self._idle.set()
+
+
+WRITER = DumpWriter()
+
+
+def _flush_at_exit() -> None:
+    # Registered once, here: a SIGUSR1 dump must never take the exit registry's lock.
+    at_exit.on_exit(WRITER.flush)
+
+
+def _forget_the_parent() -> None:
+    WRITER._forget_the_parent()
+    _flush_at_exit()  # after `at_exit` forgot its parent's handlers: imported first
+
+
+_flush_at_exit()
+os.register_at_fork(after_in_child=_forget_the_parent)
