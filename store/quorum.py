@@ -12,7 +12,9 @@ that arrived, with their data. A round is released as soon as
 - a waiter's deadline passes while at least `min_size` members are there.
 
 A waiter whose deadline passes without any of these is told which members are missing
-and its arrival is withdrawn; a member whose connection is lost is withdrawn too.
+and its arrival is withdrawn. A member whose connection is lost is withdrawn too, and
+has *departed*: no arrival's `expect` makes the round wait for it until it arrives
+again, since a killed process can never arrive (a `count` still counts arrivals only).
 A member that arrives at a round already released gets that round's result, which
 does not name it: it was too late for that round.
 
@@ -21,7 +23,7 @@ applies it on its mailbox thread, and unit tests drive it directly.
 """
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Optional, Sequence
+from typing import Dict, FrozenSet, List, Optional, Sequence, Set
 
 
 def quorum_wait_text(name: str, member: str, count: Optional[int],
@@ -37,12 +39,13 @@ def quorum_wait_text(name: str, member: str, count: Optional[int],
 class QuorumRound:
     """The arrivals of one named round and the rule that releases it."""
 
-    __slots__ = ("name", "arrivals", "_expects", "count", "min_size")
+    __slots__ = ("name", "arrivals", "_expects", "departed", "count", "min_size")
 
     def __init__(self, name: str):
         self.name = name
         self.arrivals: Dict[str, bytes] = {}
         self._expects: Dict[str, FrozenSet[str]] = {}  # member -> whom it waits for
+        self.departed: Set[str] = set()  # withdrawn with their connection, not back
         self.count: Optional[int] = None
         self.min_size: Optional[int] = None
 
@@ -58,13 +61,20 @@ class QuorumRound:
             if value is not None:
                 setattr(self, field, value)
         self.arrivals[member] = data
+        self.departed.discard(member)
         if expect is not None:
             self._expects[member] = frozenset(expect)
 
     def withdraw(self, member: str) -> None:
-        """Forget `member`'s arrival (it timed out or its connection was lost)."""
+        """Forget `member`'s arrival (it gave up at its deadline)."""
         self.arrivals.pop(member, None)
         self._expects.pop(member, None)
+
+    def depart(self, member: str) -> None:
+        """Forget `member`'s arrival, and stop waiting for it by name until it arrives
+        again (its connection was lost)."""
+        self.withdraw(member)
+        self.departed.add(member)
 
     def expected(self) -> Optional[FrozenSet[str]]:
         """The members the round waits for by name, None if no arrival named any."""
@@ -74,7 +84,7 @@ class QuorumRound:
         common = next(sets)
         for other in sets:
             common = common & other
-        return common
+        return common - self.departed
 
     def complete(self) -> bool:
         """Whether the round can be released now, before any deadline."""

@@ -5,7 +5,8 @@ store server, on its mailbox thread (no lock): a member's request is parked unti
 round is released, then every parked member of the round is answered with the same
 result at once, encoded once (`actors.runtime.Encoded`). A member whose deadline
 passes is answered with StoreTimeoutError and withdrawn (unless the deadline releases
-the round); a member whose connection is lost is withdrawn. Released rounds are
+the round); a member whose connection is lost has departed (`QuorumRound.depart`),
+which may release the round for those left. Released rounds are
 remembered (the last `RELEASED_QUORUMS`), so a member arriving late gets the result
 that does not name it.
 """
@@ -93,7 +94,7 @@ class QuorumRounds:
             for member, parked in list(round_.parked.items()):
                 if parked.sender == identity and name in self._open:
                     log.info("quorum_member_lost", quorum=name, member=member)
-                    self._withdraw(name, member)
+                    self._withdraw(name, member, departed=True)
 
     def _deadline(self, name: str, member: str, parked: _Parked, timeout: float) -> None:
         round_ = self._open.get(name)
@@ -108,12 +109,15 @@ class QuorumRounds:
             "quorum", missing, timeout,
             detail=f"round {name!r} had {arrived} when {member!r} gave up"))
 
-    def _withdraw(self, name: str, member: str) -> None:
+    def _withdraw(self, name: str, member: str, departed: bool = False) -> None:
         round_ = self._open[name]
-        round_.rule.withdraw(member)
+        if departed:
+            round_.rule.depart(member)
+        else:
+            round_.rule.withdraw(member)
         round_.parked.pop(member, None)
-        if not round_.parked:
-            del self._open[name]
+        if not round_.parked and not round_.rule.departed:
+            del self._open[name]  # kept while it holds who departed: late arrivals need it
         elif round_.rule.complete():  # the intersection of expectations may have shrunk
             self._release(name)
 

@@ -230,7 +230,8 @@ class TCPStore(Store):
                expect: Optional[Sequence[str]] = None, min_size: Optional[int] = None,
                timeout: Optional[Timeout] = None) -> Dict[str, bytes]:
         """One `STORE_QUORUM` request, answered when the round is released (see
-        `Store.quorum`); a member whose connection drops is withdrawn from the round."""
+        `Store.quorum`); a member whose connection drops is withdrawn from the round,
+        which stops waiting for it by name until it arrives again."""
         seconds = self._timeout_or_default(timeout)
         payload = {"key": check_key(name), "member": check_key(member, "member"),
                    "data": to_bytes(data, "data"), "timeout": seconds}

@@ -56,6 +56,27 @@ def test_withdrawing_a_member_removes_its_arrival_and_its_expectation():
     assert r.missing() == ["b"] and not r.complete()
 
 
+def test_a_departed_member_is_waited_for_by_nobody_until_it_arrives_again():
+    r = QuorumRound("q")
+    r.arrive("a", b"", expect=["a", "b", "c"])
+    r.arrive("c", b"", expect=["a", "b", "c"])
+    r.depart("c")  # its process died: it cannot arrive
+    assert r.missing() == ["b"] and "c" not in r.arrivals
+    r.arrive("b", b"", expect=["a", "b", "c"])
+    assert r.complete() and set(r.result()) == {"a", "b"}
+    r.arrive("c", b"", expect=["a", "b", "c"])  # back (restarted): waited for again
+    r.withdraw("b")
+    assert r.missing() == ["b"] and not r.complete()
+
+
+def test_a_departed_member_does_not_count_toward_a_count():
+    r = QuorumRound("q")
+    r.arrive("a", b"", count=2)
+    r.arrive("b", b"", count=2, expect=["a", "b"])
+    r.depart("b")
+    assert not r.complete() and list(r.arrivals) == ["a"]
+
+
 def test_members_that_disagree_on_the_count_are_refused():
     r = QuorumRound("q")
     r.arrive("a", b"", count=2)
@@ -149,3 +170,45 @@ def test_a_member_that_dies_while_it_waits_is_withdrawn_from_the_round(tcp_maste
 
 def _parked(tcp_master):
     return tcp_master._server.service.quorums.waiting_in("round") == ["dies"]
+
+
+def _arrive_expecting_all_and_block(port, ready):
+    client = TCPStore("127.0.0.1", port, timeout=20)
+    ready.put("arriving")
+    client.quorum("round", "dies", b"", expect=["a", "b", "dies"], timeout=30)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("waiting", [["a"], []], ids=["one-waits-before", "none-waits-before"])
+def test_members_that_expect_a_member_that_died_are_released_at_once_without_it(tcp_master,
+                                                                              waiting):
+    ready = ctx.Queue()
+    proc = ctx.Process(target=_arrive_expecting_all_and_block, args=(tcp_master.port, ready),
+                       daemon=True)
+    proc.start()
+    outcome = {}
+
+    def arrive(members):
+        results, errors = _arrive_all(tcp_master, members, expect=["a", "b", "dies"],
+                                      timeout=30)  # a deadline far beyond the test's waits
+        outcome.update(results)
+        outcome.update(errors)
+
+    early = threading.Thread(target=arrive, args=(waiting,))
+    try:
+        assert ready.get(timeout=30) == "arriving"
+        quorums = tcp_master._server.service.quorums
+        early.start()
+        assert wait_until(lambda: quorums.waiting_in("round") == sorted(waiting + ["dies"]), 20)
+        proc.kill()
+        assert wait_until(lambda: quorums.waiting_in("round") == waiting, 20)
+        arrive([m for m in ("a", "b") if m not in waiting])
+        early.join(20)
+        assert not early.is_alive()
+        assert outcome == {"a": {"a": b"a", "b": b"b"}, "b": {"a": b"a", "b": b"b"}}
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(10)
+        if early.is_alive():
+            early.join(30)
