@@ -175,12 +175,17 @@ class Store(abc.ABC):
 
     def quorum(self, name: str, member: str, data: Value = b"", *, count: Optional[int] = None,
                expect: Optional[Sequence[str]] = None, min_size: Optional[int] = None,
-               timeout: Optional[Timeout] = None) -> Dict[str, bytes]:
+               timeout: Optional[Timeout] = None,
+               expect_now: Optional[Callable[[], Sequence[str]]] = None) -> Dict[str, bytes]:
         """Arrive at quorum round `name` as `member` and wait for its release (see
         `store/quorum.py` for when a round is released); {member: data} of the round.
 
         One request per member and one reply to each; StoreTimeoutError names the
-        missing members. Only stores with a server that applies the rule have it.
+        missing members. `expect_now()`, when given, is asked every few tens of
+        milliseconds while the member waits: when it names other members than
+        `expect`, the member arrives again with those (one more request), e.g. as soon
+        as it learns that a member it waits for is lost. Only stores with a server that
+        applies the rule have it.
         """
         raise NotImplementedError(f"{type(self).__name__} has no quorum operation; use a "
                                   f"TCPStore (or a PrefixStore over one)")

@@ -140,10 +140,11 @@ class PrefixStore(Store):
 
     def quorum(self, name: str, member: str, data: Value = b"", *, count: Optional[int] = None,
                expect: Optional[Sequence[str]] = None, min_size: Optional[int] = None,
-               timeout: Optional[Timeout] = None) -> Dict[str, bytes]:
+               timeout: Optional[Timeout] = None,
+               expect_now: Optional[Callable[[], Sequence[str]]] = None) -> Dict[str, bytes]:
         """The round `prefix/name` of the underlying store; members are not prefixed."""
         return self._store.quorum(self._key(name), member, data, count=count, expect=expect,
-                                  min_size=min_size, timeout=timeout)
+                                  min_size=min_size, timeout=timeout, expect_now=expect_now)
 
     def close(self) -> None:
         """Nothing to release: the underlying store belongs to whoever created it."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 import weakref
 from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -46,6 +47,14 @@ _JOINED_KEY = INTERNAL_PREFIX + "tcpstore/joined"
 _READY_KEY = INTERNAL_PREFIX + "tcpstore/ready"
 # How much longer than the server's deadline a client waits for the timeout answer.
 _REPLY_GRACE = 5.0
+
+
+class _ArriveAgain(Exception):
+    """A quorum member's expectations changed while it waited: it arrives again."""
+
+    def __init__(self, expect: List[str]):
+        super().__init__(expect)
+        self.expect = expect
 
 
 class TCPStore(Store):
@@ -228,10 +237,12 @@ class TCPStore(Store):
 
     def quorum(self, name: str, member: str, data: Value = b"", *, count: Optional[int] = None,
                expect: Optional[Sequence[str]] = None, min_size: Optional[int] = None,
-               timeout: Optional[Timeout] = None) -> Dict[str, bytes]:
+               timeout: Optional[Timeout] = None,
+               expect_now: Optional[Callable[[], Sequence[str]]] = None) -> Dict[str, bytes]:
         """One `STORE_QUORUM` request, answered when the round is released (see
-        `Store.quorum`); a member whose connection drops is withdrawn from the round,
-        which stops waiting for it by name until it arrives again."""
+        `Store.quorum`), and one more each time `expect_now()` changes; a member whose
+        connection drops is withdrawn from the round, which stops waiting for it by
+        name until it arrives again."""
         seconds = self._timeout_or_default(timeout)
         payload = {"key": check_key(name), "member": check_key(member, "member"),
                    "data": to_bytes(data, "data"), "timeout": seconds}
@@ -240,12 +251,30 @@ class TCPStore(Store):
                 payload[field] = value
         if expect is not None:
             payload["expect"] = check_keys(expect, "expect")
-        # One request, never sliced: a slice's deadline would release a round with
-        # min_size. The report says what this member asked for; the server knows the rest.
-        text = quorum_wait_text(payload["key"], payload["member"], count,
-                                payload.get("expect"), min_size)
-        with SlowWait(lambda: text) as report:
-            return self._call(Kind.STORE_QUORUM, payload, seconds, report.tick)
+        deadline = time.monotonic() + seconds
+
+        def text() -> str:
+            return quorum_wait_text(payload["key"], payload["member"], count,
+                                    payload.get("expect"), min_size)
+
+        # One request per arrival, never sliced: a slice's deadline would release a
+        # round with min_size. The report says what this member asked for.
+        with SlowWait(text) as report:
+            def waiting() -> None:
+                report.tick()
+                if expect_now is not None:
+                    now = check_keys(expect_now(), "expect")
+                    if set(now) != set(payload.get("expect", now)):
+                        raise _ArriveAgain(now)
+
+            while True:
+                try:
+                    return self._call(Kind.STORE_QUORUM, payload, payload["timeout"], waiting)
+                except _ArriveAgain as again:
+                    # The server answers the replaced arrival with an error this
+                    # connection drops as the late reply of an abandoned call.
+                    payload["expect"] = again.expect
+                    payload["timeout"] = max(0.0, deadline - time.monotonic())
 
     def set_ephemeral(self, key: str, value: Value) -> None:
         """Set `key`, owned by this client's session: deleted when the session ends.

@@ -40,7 +40,8 @@ from .quorum import VOTE_FAILED, VOTE_OK, Arrival, Plan, commits, decode_round, 
 
 log = get_logger(__name__)
 
-# A member re-arrives this often while it waits, with whom it now knows to be lost.
+# A member's arrivals last this long each (the last one may release the round with
+# min_replica_size members); within one, it arrives again when it learns of a loss.
 SLICE = 0.25
 CLOSE_TIMEOUT = 0.5  # for telling a replaced group's peers that this member leaves
 STORE_VARIABLE = "ACTORGRAD_JOB_STORE"  # host:port of the job's store (the launcher sets it)
@@ -262,18 +263,22 @@ class Manager:
 
     def _arrive(self, name: str, data: str, basis: Optional[Plan], timeout: float,
                 final_min: int) -> Dict[str, bytes]:
-        """Arrive at round `name` expecting `basis`'s members, re-arriving every SLICE
-        with the ranks the group has since reported lost; in the last slice, let the
-        deadline release the round with `final_min` members."""
+        """Arrive at round `name` expecting `basis`'s members but those the group has
+        reported lost, again as soon as it reports another; in slices of SLICE, and in
+        the last one let the deadline release the round with `final_min` members."""
         deadline = time.monotonic() + timeout
+
+        def expect_now() -> Tuple[str, ...]:
+            return expected(basis, self._known_lost(), self.replica_id)
+
         while True:
             remaining = deadline - time.monotonic()
             final = remaining <= SLICE
-            expect = expected(basis, self._known_lost(), self.replica_id)
             try:
-                return self._keys.quorum(name, self.replica_id, data, expect=expect,
+                return self._keys.quorum(name, self.replica_id, data, expect=expect_now(),
                                          min_size=final_min if final else None,
-                                         timeout=max(0.01, min(SLICE, remaining)))
+                                         timeout=max(0.01, min(SLICE, remaining)),
+                                         expect_now=expect_now)
             except StoreTimeoutError:
                 if final:
                     raise

@@ -212,3 +212,34 @@ def test_members_that_expect_a_member_that_died_are_released_at_once_without_it(
         proc.join(10)
         if early.is_alive():
             early.join(30)
+
+
+def test_a_member_that_learns_of_a_loss_while_it_waits_arrives_again_without_it(tcp_master):
+    learnt = threading.Event()
+    results = {}
+
+    def arrive(member, **kwargs):
+        client = TCPStore("127.0.0.1", tcp_master.port, timeout=20)
+        try:  # a deadline far beyond the test's waits: only the release may end it
+            results[member] = client.quorum("round", member, member.encode(),
+                                            expect=["a", "b", "c"], timeout=30, **kwargs)
+        finally:
+            client.close()
+
+    quorums = tcp_master._server.service.quorums
+    first = threading.Thread(target=arrive, args=("a",), kwargs={
+        "expect_now": lambda: ["a", "b"] if learnt.is_set() else ["a", "b", "c"]})
+    second = threading.Thread(target=arrive, args=("b",))  # it never learns
+    first.start()
+    second.start()
+    try:
+        assert wait_until(lambda: quorums.waiting_in("round") == ["a", "b"], 20)
+        learnt.set()  # "c" is lost: a stops waiting for it, which releases the round
+        first.join(20)
+        second.join(20)
+        assert not first.is_alive() and not second.is_alive()
+        assert results == {"a": {"a": b"a", "b": b"b"}, "b": {"a": b"a", "b": b"b"}}
+    finally:
+        learnt.set()
+        first.join(40)
+        second.join(40)
