@@ -181,11 +181,12 @@ class Store(abc.ABC):
         `store/quorum.py` for when a round is released); {member: data} of the round.
 
         One request per member and one reply to each; StoreTimeoutError names the
-        missing members. `expect_now()`, when given, is asked every few tens of
-        milliseconds while the member waits: when it names other members than
-        `expect`, the member arrives again with those (one more request), e.g. as soon
-        as it learns that a member it waits for is lost. Only stores with a server that
-        applies the rule have it.
+        missing members. `expect_now()`, when given with `expect`, is asked every few
+        tens of milliseconds while the member waits: when it names other members than
+        the arrival did, the member arrives again with those (one more request), e.g.
+        as soon as it learns that a member it waits for is lost; if it raises, the
+        arrival stands (a WARNING says why). Only stores with a server that applies the
+        rule have it.
         """
         raise NotImplementedError(f"{type(self).__name__} has no quorum operation; use a "
                                   f"TCPStore (or a PrefixStore over one)")

@@ -13,7 +13,7 @@ that does not name it.
 from __future__ import annotations
 
 import collections
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set
 
 from actors.runtime import Encoded, Future, ProtocolError
 from actors.runtime.process.log import get_logger
@@ -57,6 +57,9 @@ class QuorumRounds:
         self._call_later = call_later
         self._open: Dict[str, _Round] = {}
         self._released: "collections.OrderedDict[str, Encoded]" = collections.OrderedDict()
+        # Rounds nobody waits in any more, by who departed them: the one thing a later
+        # arrival there needs (the last RELEASED_QUORUMS of them).
+        self._departed: "collections.OrderedDict[str, Set[str]]" = collections.OrderedDict()
 
     def arrive(self, name: str, member: str, data: bytes, sender: bytes, *,
                count: Optional[int], expect: Optional[Sequence[str]],
@@ -69,11 +72,14 @@ class QuorumRounds:
         round_ = self._open.get(name)
         if round_ is None:
             round_ = self._open[name] = _Round(name)
+            round_.rule.departed.update(self._departed.pop(name, ()))
         round_.rule.arrive(member, data, count, expect, min_size)
         parked = _Parked(sender)
         previous = round_.parked.get(member)
         round_.parked[member] = parked
         if previous is not None and not previous.future.done():
+            if previous.timer is not None:
+                previous.timer.cancel()
             previous.future.set_exception(ProtocolError(
                 f"quorum {name!r}: member {member!r} arrived again from another request"))
         if round_.rule.complete():
@@ -116,8 +122,12 @@ class QuorumRounds:
         else:
             round_.rule.withdraw(member)
         round_.parked.pop(member, None)
-        if not round_.parked and not round_.rule.departed:
-            del self._open[name]  # kept while it holds who departed: late arrivals need it
+        if not round_.parked:
+            del self._open[name]
+            if round_.rule.departed:
+                self._departed[name] = set(round_.rule.departed)
+                while len(self._departed) > RELEASED_QUORUMS:
+                    self._departed.popitem(last=False)
         elif round_.rule.complete():  # the intersection of expectations may have shrunk
             self._release(name)
 

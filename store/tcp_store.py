@@ -262,10 +262,16 @@ class TCPStore(Store):
         with SlowWait(text) as report:
             def waiting() -> None:
                 report.tick()
-                if expect_now is not None:
+                if expect_now is None or "expect" not in payload:
+                    return
+                try:
                     now = check_keys(expect_now(), "expect")
-                    if set(now) != set(payload.get("expect", now)):
-                        raise _ArriveAgain(now)
+                except Exception as error:  # noqa: BLE001 - the arrival stands as it is
+                    log.warning("quorum_expect_now_failed", quorum=payload["key"],
+                                error=f"{type(error).__name__}: {error}")
+                    return
+                if set(now) != set(payload["expect"]):
+                    raise _ArriveAgain(now)
 
             while True:
                 try:

@@ -101,13 +101,15 @@ print(traffic.dump("rank_lost", {"name": "w0"}), flush=True)
 """
 
 
-@pytest.mark.parametrize("ending", ["returns", "multiprocessing child"])
+@pytest.mark.parametrize("ending", ["returns", "spawn", "fork"])
 def test_a_process_that_ends_right_after_a_dump_still_writes_it_whole(tmp_path, ending):
+    # a forked child imports nothing: it inherits the recorder and the exit registry
     script = EXITS_AT_ONCE if ending == "returns" else (
         "import multiprocessing, os, sys\n"
+        "import actors.runtime.introspection.recorder\n"
         f"def child():\n    exec({EXITS_AT_ONCE!r}, {{}})\n"
         "if __name__ == '__main__':\n"
-        "    process = multiprocessing.get_context('spawn').Process(target=child)\n"
+        f"    process = multiprocessing.get_context({ending!r}).Process(target=child)\n"
         "    process.start(); process.join(30); sys.exit(process.exitcode)\n")
     (tmp_path / "main.py").write_text(script)
     done = subprocess.run([sys.executable, str(tmp_path / "main.py")], cwd=ROOT,
@@ -118,3 +120,32 @@ def test_a_process_that_ends_right_after_a_dump_still_writes_it_whole(tmp_path, 
     path = done.stdout.strip()
     assert f"path='{path}'" in done.stderr and "flight_recorder_written" in done.stderr
     assert len(json.loads(open(path).read())["entries"]) == 4096
+
+
+DUMPS_DURING_EXIT = """
+import time
+from actors.runtime.introspection.recorder import SENT, Traffic
+from actors.runtime.process import at_exit
+traffic = Traffic(8)
+traffic.record((time.monotonic_ns(), SENT, "tcp://127.0.0.1:1", 0x0200, 7, 20, 0, None, None))
+print(traffic.dump("first", {"name": "w0"}), flush=True)  # the writer's exit flush is due
+
+def dump(reason):
+    print(traffic.dump(reason, {"name": "w0"}), flush=True)
+
+# an exit step before the deliveries (a group leaving) and one after every other
+at_exit.on_exit(lambda deadline: dump("rank_lost"))
+at_exit.after_deliveries(lambda deadline: dump("request_timeout"))
+"""
+
+
+def test_dumps_asked_for_during_the_exit_are_written_too(tmp_path):
+    done = subprocess.run([sys.executable, "-c", DUMPS_DURING_EXIT], cwd=ROOT,
+                          capture_output=True, text=True, timeout=50,
+                          env={**os.environ, "PYTHONPATH": str(ROOT),
+                               "ACTORGRAD_LOG_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    paths = done.stdout.split()
+    assert len(paths) == 3
+    reasons = [json.loads(open(path).read())["reason"] for path in paths]
+    assert reasons == ["first", "rank_lost", "request_timeout"]

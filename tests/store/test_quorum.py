@@ -8,6 +8,7 @@ import pytest
 from store import PrefixStore, TCPStore
 from store.errors import StoreTimeoutError
 from store.quorum import QuorumRound
+from store.quorum_rounds import QuorumRounds
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
@@ -223,6 +224,10 @@ def test_a_member_that_learns_of_a_loss_while_it_waits_arrives_again_without_it(
         try:  # a deadline far beyond the test's waits: only the release may end it
             results[member] = client.quorum("round", member, member.encode(),
                                             expect=["a", "b", "c"], timeout=30, **kwargs)
+            # the replaced arrival's answer is dropped: the connection serves on
+            results[member, "after"] = client.quorum(f"next-{member}", member, count=1,
+                                                     timeout=5)
+            assert client._channel.calls_waiting() == []
         finally:
             client.close()
 
@@ -238,8 +243,35 @@ def test_a_member_that_learns_of_a_loss_while_it_waits_arrives_again_without_it(
         first.join(20)
         second.join(20)
         assert not first.is_alive() and not second.is_alive()
-        assert results == {"a": {"a": b"a", "b": b"b"}, "b": {"a": b"a", "b": b"b"}}
+        released = {"a": b"a", "b": b"b"}
+        assert results == {"a": released, "b": released, ("a", "after"): {"a": b""},
+                           ("b", "after"): {"b": b""}}
     finally:
         learnt.set()
         first.join(40)
         second.join(40)
+
+
+class _Timers:
+    """The server actor's `call_later`, kept by the test: no deadline fires by itself."""
+
+    def __init__(self):
+        self.due = []
+
+    def __call__(self, delay, fn, *args):
+        timer = threading.Timer(3600, fn, args)  # never started
+        self.due.append(timer)
+        return timer
+
+
+def test_a_round_left_with_only_departed_members_is_dropped_and_remembers_only_them():
+    rounds = QuorumRounds(_Timers())
+    first = rounds.arrive("r", "dies", b"", b"s1", count=None, expect=["a", "dies"],
+                          min_size=2, timeout=30)
+    rounds.sender_lost(b"s1")
+    assert rounds.waiting_in("r") == [] and not first.done()
+    assert "r" not in rounds._open  # nothing scanned for it any more
+    # a fresh round: the dead arrival's min_size is gone, its departure is not
+    released = rounds.arrive("r", "a", b"x", b"s2", count=None, expect=["a", "dies"],
+                             min_size=1, timeout=30)
+    assert released.done() and released.wait(0).value == {"a": b"x"}

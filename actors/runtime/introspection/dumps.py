@@ -5,9 +5,10 @@ thread that asks for a dump is the one that must report a failure at once: a
 collective's waiter raising RankLostError, an I/O thread failing a request that timed
 out. So it only takes a copy of what goes in the file and hands the writing to
 `submit`; one registered thread writes what was handed over, oldest first, and ends
-when nothing is left. At a normal exit, what is still queued is written before the
-process ends (`flush`, bounded by the exit's deadline), and what could not be is
-named in a WARNING line.
+when nothing is left. At a normal exit, after the exit's other steps (which may dump
+too), what is still queued is written within a bound of its own (`at_exit`'s
+`after_deliveries`), and what could not be is named in a WARNING line; a dump asked
+for after that is written on the caller's thread.
 """
 from __future__ import annotations
 
@@ -28,33 +29,37 @@ Dump = Tuple[str, str, Callable[[str], None]]
 
 
 class DumpWriter:
-    """A queue of dumps and the thread, started on demand, that writes them.
-
-    A SIGUSR1 dump may interrupt the main thread inside `submit`, so the lock is
-    reentrant and two writer threads at once are harmless: each takes its own dumps.
-    """
+    """A queue of dumps and the thread, started on demand, that writes them."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._queue: Deque[Dump] = collections.deque()
         self._unwritten: List[str] = []  # queued or being written, oldest first
         self._writer_running = False
+        self._exiting = False
         self._idle = threading.Event()
         self._idle.set()
 
     def submit(self, path: str, reason: str, write: Callable[[str], None]) -> None:
-        """Have ``write(path)`` run on the writer thread; returns at once."""
+        """Have ``write(path)`` run on the writer thread; returns at once (at exit, once
+        the queue's last flush began: runs it here)."""
         with self._lock:
-            self._queue.append((path, reason, write))
-            self._unwritten.append(path)
-            self._idle.clear()
-            start, self._writer_running = not self._writer_running, True
-            if start:
-                # Started holding the lock, which the writer takes first: `start` then
-                # returns at once, not after the writer's first slice of the GIL.
-                start_thread(self._run, name="actorgrad-recorder-dump",
-                             owner=f"{__name__}.DumpWriter",
-                             purpose="writes flight-recorder files off the failing thread")
+            queued = not self._exiting
+            if queued:
+                self._queue.append((path, reason, write))
+                self._unwritten.append(path)
+                self._idle.clear()
+                if not self._writer_running:
+                    self._writer_running = True
+                    # Started holding the lock, which the writer takes first: `start`
+                    # returns at once, not after the writer's first slice of the GIL.
+                    start_thread(self._run, name="actorgrad-recorder-dump",
+                                 owner=f"{__name__}.DumpWriter",
+                                 purpose="writes flight-recorder files off the failing thread")
+        if queued:
+            at_exit.after_deliveries(self._flush_at_exit)
+        else:
+            write_now(path, reason, write)
 
     def flush(self, deadline: float) -> bool:
         """Wait until `deadline` (monotonic) for the queued dumps to be written; False,
@@ -67,6 +72,11 @@ class DumpWriter:
                     paths=left)
         return False
 
+    def _flush_at_exit(self, deadline: float) -> None:
+        with self._lock:
+            self._exiting = True
+        self.flush(deadline)
+
     def _run(self) -> None:
         while True:
             with self._lock:
@@ -74,12 +84,7 @@ class DumpWriter:
                     self._writer_running = False
                     return
                 path, reason, write = self._queue.popleft()
-            try:
-                write(path)
-            except Exception as error:  # noqa: BLE001 - a dump must never end the writer
-                log.warning("flight_recorder_not_written", reason=reason, error=str(error))
-            else:
-                log.warning("flight_recorder_written", reason=reason, path=path)
+            write_now(path, reason, write)
             with self._lock:
                 self._unwritten.remove(path)
                 if not self._unwritten:
@@ -87,26 +92,23 @@ class DumpWriter:
 
     def _forget_the_parent(self) -> None:
         """A forked child has no writer thread, and none of its parent's dumps."""
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
         self._queue.clear()
         self._unwritten.clear()
-        self._writer_running = False
+        self._writer_running = self._exiting = False
         self._idle = threading.Event()
         self._idle.set()
 
 
+def write_now(path: str, reason: str, write: Callable[[str], None]) -> None:
+    """Run ``write(path)`` on this thread, and log whether the file was written."""
+    try:
+        write(path)
+    except Exception as error:  # noqa: BLE001 - a dump must never end its writer
+        log.warning("flight_recorder_not_written", reason=reason, error=str(error))
+    else:
+        log.warning("flight_recorder_written", reason=reason, path=path)
+
+
 WRITER = DumpWriter()
-
-
-def _flush_at_exit() -> None:
-    # Registered once, here: a SIGUSR1 dump must never take the exit registry's lock.
-    at_exit.on_exit(WRITER.flush)
-
-
-def _forget_the_parent() -> None:
-    WRITER._forget_the_parent()
-    _flush_at_exit()  # after `at_exit` forgot its parent's handlers: imported first
-
-
-_flush_at_exit()
-os.register_at_fork(after_in_child=_forget_the_parent)
+os.register_at_fork(after_in_child=WRITER._forget_the_parent)

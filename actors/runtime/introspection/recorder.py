@@ -49,7 +49,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..concurrency.weak import members
 from ..process.log import get_logger
-from .dumps import WRITER
+from .dumps import WRITER, write_now
 
 log = get_logger(__name__)
 
@@ -168,12 +168,15 @@ class Traffic:
         return written + self._open_entries()
 
     def dump(self, reason: str, identity: Dict[str, Any], extra: Optional[dict] = None,
-             force: bool = False, even_without_recorder: bool = False) -> Optional[str]:
+             force: bool = False, even_without_recorder: bool = False,
+             here: bool = False) -> Optional[str]:
         """Have the recorder (and `extra`) written to a file, named in a WARNING line once
         written; the file's path, or None when the recorder is off (unless
         `even_without_recorder`, for `extra`'s sake) or this reason was dumped moments
         ago (unless `force`). The entries are copied here and the file written on the
-        `dumps` thread, so a failure is reported without waiting for its dump."""
+        `dumps` thread, so a failure is reported without waiting for its dump; `here`
+        writes it on this thread before returning (a signal handler, which must not
+        take the locks that starting a thread takes)."""
         if self.ring is None and not even_without_recorder:
             return None
         now = time.monotonic()
@@ -186,8 +189,14 @@ class Traffic:
             log.warning("flight_recorder_not_written", reason=reason, error=str(error))
             return None
         entries = self.entries()
-        WRITER.submit(path, reason, lambda to: _write_json(
-            to, recording(reason, identity, entries, extra)))
+
+        def write(to: str) -> None:
+            _write_json(to, recording(reason, identity, entries, extra))
+
+        if here:
+            write_now(path, reason, write)
+        else:
+            WRITER.submit(path, reason, write)
         return path
 
 

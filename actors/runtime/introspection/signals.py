@@ -36,4 +36,4 @@ def install() -> bool:
 def _on_signal(signum: int, frame: Any) -> None:
     del frame
     TRAFFIC.dump("SIGUSR1", identity(), extra={"threads": thread_stacks(), **endpoints()},
-                 force=True, even_without_recorder=True)
+                 force=True, even_without_recorder=True, here=True)

@@ -8,7 +8,10 @@ every earlier message on the same connection, so the answer proves them delivere
 The wait is bounded by `EXIT_FLUSH_TIMEOUT`; what stays unconfirmed is logged, by
 peer, with the count of messages it may lack.
 
-Handlers registered with `on_exit` (a process group saying it leaves) run first.
+Handlers registered with `on_exit` (a process group saying it leaves) run first;
+those registered with `after_deliveries` (writing the flight-recorder files that the
+steps before may still ask for) run last, with a bound of their own. A forked child
+keeps the latter, which hold nothing of its parent, and drops the former.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ EXIT_FLUSH_TIMEOUT = 2.0
 _lock = threading.Lock()
 _actors: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _handlers: List[Callable[[float], None]] = []
+_last_handlers: List[Callable[[float], None]] = []
 _registered = False
 _flushed = False
 
@@ -48,6 +52,15 @@ def on_exit(handler: Callable[[float], None]) -> None:
     with _lock:
         if handler not in _handlers:
             _handlers.append(handler)
+        _register()
+
+
+def after_deliveries(handler: Callable[[float], None]) -> None:
+    """Run ``handler(deadline)`` at exit after deliveries are confirmed, with a deadline
+    of its own; once per handler, and in forked children too."""
+    with _lock:
+        if handler not in _last_handlers:
+            _last_handlers.append(handler)
         _register()
 
 
@@ -72,14 +85,19 @@ def flush_all(timeout: float = EXIT_FLUSH_TIMEOUT) -> None:
             return
         _flushed = True
     deadline = time.monotonic() + timeout
-    for handler in list(_handlers):
+    _run(_handlers, deadline)
+    with _lock:
+        actors = list(_actors)
+    confirm_deliveries(actors, deadline, "exit")
+    _run(_last_handlers, time.monotonic() + timeout)
+
+
+def _run(handlers: List[Callable[[float], None]], deadline: float) -> None:
+    for handler in list(handlers):
         try:
             handler(deadline)
         except Exception:  # noqa: BLE001 - one failing handler must not keep others' messages
             log.exception("exit_handler_failed", handler=getattr(handler, "__qualname__", ""))
-    with _lock:
-        actors = list(_actors)
-    confirm_deliveries(actors, deadline, "exit")
 
 
 def confirm_deliveries(actors: List[Any], deadline: float, moment: str) -> None:
@@ -105,7 +123,8 @@ def confirm_deliveries(actors: List[Any], deadline: float, moment: str) -> None:
 
 
 def _forget_the_parent() -> None:
-    """A forked child runs none of its parent's actors, and none of its exit handlers."""
+    """A forked child runs none of its parent's actors, and of its exit handlers only
+    those after deliveries."""
     global _lock, _actors, _registered, _flushed
     _lock = threading.Lock()
     _actors = weakref.WeakSet()
