@@ -57,6 +57,19 @@ class _ArriveAgain(Exception):
         self.expect = expect
 
 
+def _arrive_again_if_changed(payload: dict, expect_now: Callable[[], Sequence[str]]) -> None:
+    """Raise _ArriveAgain when `expect_now()` names other members than the arrival in
+    `payload`; if it raises, the arrival stands (a WARNING says why)."""
+    try:
+        now = check_keys(expect_now(), "expect")
+    except Exception as error:  # noqa: BLE001 - the arrival stands as it is
+        log.warning("quorum_expect_now_failed", quorum=payload["key"],
+                    error=f"{type(error).__name__}: {error}")
+        return
+    if set(now) != set(payload["expect"]):
+        raise _ArriveAgain(now)
+
+
 class TCPStore(Store):
     """A store served over TCP by a `StoreServer` actor.
 
@@ -257,22 +270,14 @@ class TCPStore(Store):
             return quorum_wait_text(payload["key"], payload["member"], count,
                                     payload.get("expect"), min_size)
 
+        def waiting() -> None:
+            report.tick()
+            if expect_now is not None and "expect" in payload:
+                _arrive_again_if_changed(payload, expect_now)
+
         # One request per arrival, never sliced: a slice's deadline would release a
         # round with min_size. The report says what this member asked for.
         with SlowWait(text) as report:
-            def waiting() -> None:
-                report.tick()
-                if expect_now is None or "expect" not in payload:
-                    return
-                try:
-                    now = check_keys(expect_now(), "expect")
-                except Exception as error:  # noqa: BLE001 - the arrival stands as it is
-                    log.warning("quorum_expect_now_failed", quorum=payload["key"],
-                                error=f"{type(error).__name__}: {error}")
-                    return
-                if set(now) != set(payload["expect"]):
-                    raise _ArriveAgain(now)
-
             while True:
                 try:
                     return self._call(Kind.STORE_QUORUM, payload, payload["timeout"], waiting)

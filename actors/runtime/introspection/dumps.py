@@ -16,7 +16,7 @@ import collections
 import os
 import threading
 import time
-from typing import Callable, Deque, List, Tuple
+from typing import Callable, Deque, Tuple
 
 from ..concurrency.threads import start_thread
 from ..process import at_exit
@@ -29,13 +29,15 @@ Dump = Tuple[str, str, Callable[[str], None]]
 
 
 class DumpWriter:
-    """A queue of dumps and the thread, started on demand, that writes them."""
+    """A queue of dumps and the thread, started on demand, that writes them.
+
+    A dump leaves the queue once written, so the queue is also what is unwritten, and
+    a writer runs exactly while the queue is not empty.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queue: Deque[Dump] = collections.deque()
-        self._unwritten: List[str] = []  # queued or being written, oldest first
-        self._writer_running = False
         self._exiting = False
         self._idle = threading.Event()
         self._idle.set()
@@ -47,10 +49,8 @@ class DumpWriter:
             queued = not self._exiting
             if queued:
                 self._queue.append((path, reason, write))
-                self._unwritten.append(path)
                 self._idle.clear()
-                if not self._writer_running:
-                    self._writer_running = True
+                if len(self._queue) == 1:
                     # Started holding the lock, which the writer takes first: `start`
                     # returns at once, not after the writer's first slice of the GIL.
                     start_thread(self._run, name="actorgrad-recorder-dump",
@@ -67,7 +67,7 @@ class DumpWriter:
         if self._idle.wait(max(0.0, deadline - time.monotonic())):
             return True
         with self._lock:
-            left = list(self._unwritten)
+            left = [path for path, _, _ in self._queue]
         log.warning("flight_recorder_not_written", reason="the process ended first",
                     paths=left)
         return False
@@ -80,22 +80,19 @@ class DumpWriter:
     def _run(self) -> None:
         while True:
             with self._lock:
-                if not self._queue:
-                    self._writer_running = False
-                    return
-                path, reason, write = self._queue.popleft()
+                path, reason, write = self._queue[0]
             write_now(path, reason, write)
             with self._lock:
-                self._unwritten.remove(path)
-                if not self._unwritten:
+                self._queue.popleft()
+                if not self._queue:
                     self._idle.set()
+                    return
 
     def _forget_the_parent(self) -> None:
         """A forked child has no writer thread, and none of its parent's dumps."""
         self._lock = threading.Lock()
         self._queue.clear()
-        self._unwritten.clear()
-        self._writer_running = self._exiting = False
+        self._exiting = False
         self._idle = threading.Event()
         self._idle.set()
 
