@@ -49,6 +49,7 @@ class _Faulty(ft.Manager):
     """A manager that fails on cue: `fault` is (kind, step)."""
 
     fault: Optional[tuple] = None
+    reports: Any = None  # the replicas' shared multiprocessing queue
 
     def _cue(self, kind: str) -> bool:
         return (self.fault is not None and self.fault[0] == kind
@@ -57,10 +58,20 @@ class _Faulty(ft.Manager):
     def allreduce(self, flat: np.ndarray) -> Any:
         work = super().allreduce(flat)
         if self._cue("kill_in_allreduce"):
-            os.kill(os.getpid(), signal.SIGKILL)
+            self._halt(signal.SIGKILL)
         if self._cue("stop_in_allreduce"):
-            os.kill(os.getpid(), signal.SIGSTOP)
+            self._halt(signal.SIGSTOP)
         return work
+
+    def _halt(self, signum: int) -> None:
+        """Kill or stop this process; nothing more is reported from it.
+
+        All writers of a multiprocessing queue share one lock, which this process's
+        feeder thread may hold: killed or stopped there, it would silence every replica.
+        """
+        self.reports.close()
+        self.reports.join_thread()
+        os.kill(os.getpid(), signum)
 
     def _heal(self, step_plan: Any) -> None:
         if step_plan.send_to and self._cue("kill_in_transfer"):
@@ -71,7 +82,7 @@ class _Faulty(ft.Manager):
 
             dist.send(np.array([payload.size], np.int64), step_plan.send_to[0],
                       group=self._group, tag=state_transfer.TAG)
-            os.kill(os.getpid(), signal.SIGKILL)
+            self._halt(signal.SIGKILL)
         super()._heal(step_plan)
 
 
@@ -87,7 +98,7 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
     store = TCPStore("127.0.0.1", port, timeout=30)
     manager = _Faulty(min_replica_size, store=store, replica_id=replica, world_size=world,
                       session=session, timeout=timeout, progress=False)
-    manager.fault = fault
+    manager.fault, manager.reports = fault, results
     model = ft.DistributedDataParallel(manager, build(seed))
     optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.05,
                                                        momentum=0.9))
