@@ -32,8 +32,10 @@ import actors.distributed as dist
 from actors.distributed.world import form_group
 from actors.runtime.concurrency.threads import start_thread
 from actors.runtime.process.log import get_logger
+from actors.runtime.process.waits import SlowWait
 from store import PrefixStore, Store
 from store.errors import StoreTimeoutError
+from store.quorum import quorum_wait_text
 
 from . import state_transfer
 from .quorum import VOTE_FAILED, VOTE_OK, Arrival, Plan, commits, decode_round, expected, plan
@@ -271,17 +273,23 @@ class Manager:
         def expect_now() -> Tuple[str, ...]:
             return expected(basis, self._known_lost(), self.replica_id)
 
-        while True:
-            remaining = deadline - time.monotonic()
-            final = remaining <= SLICE
-            try:
-                return self._keys.quorum(name, self.replica_id, data, expect=expect_now(),
-                                         min_size=final_min if final else None,
-                                         timeout=max(0.01, min(SLICE, remaining)),
-                                         expect_now=expect_now)
-            except StoreTimeoutError:
-                if final:
-                    raise
+        def text() -> str:
+            return quorum_wait_text(name, self.replica_id, None, expect_now(), final_min)
+
+        # One report for the whole wait: each slice's own wait is too short to report.
+        with SlowWait(text) as report:
+            while True:
+                remaining = deadline - time.monotonic()
+                final = remaining <= SLICE
+                try:
+                    return self._keys.quorum(name, self.replica_id, data, expect=expect_now(),
+                                             min_size=final_min if final else None,
+                                             timeout=max(0.01, min(SLICE, remaining)),
+                                             expect_now=expect_now)
+                except StoreTimeoutError:
+                    if final:
+                        raise
+                report.tick()
 
     def _known_lost(self) -> set:
         lost = set(self._lost_ranks)
