@@ -1,17 +1,22 @@
 """The worker of bench_ft.py, run under ``python -m actors.launch``: data-parallel steps
 on a model of about a million parameters, in place (``ft``: engine.ft) or restarted
-from a checkpoint (``ddp``: DistributedDataParallel under the restart-all policy).
+from a checkpoint (``ddp``: DistributedDataParallel under the restart-all policy);
+``ddp-barrier`` is ``ddp`` with a `barrier()` after each step, what one more point
+where every rank waits for all costs a step.
 
 Prints ``COMMIT <rank> <step> <t>`` after each committed step, ``KILL <t>`` just before
 rank 2 SIGKILLs itself at step ``--kill-at`` (first life only), ``READY <t>`` once a
 process has built its model and wrappers; `t` is ``time.monotonic()``, which is the
-same clock in every process of the host.
+same clock in every process of the host. At the end rank 0 prints ``PHASES <forward>
+<backward> <step>``: the median ms of each part of its steps after the first 10
+(``step`` is ``optimizer.step()``, with the barrier in ``ddp-barrier``).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import signal
+import statistics
 import sys
 import time
 
@@ -36,7 +41,7 @@ def say(*fields) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["ft", "ddp"])
+    parser.add_argument("mode", choices=["ft", "ddp", "ddp-barrier"])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--kill-at", type=int, default=None)
     parser.add_argument("--checkpoint", default=None)
@@ -68,17 +73,25 @@ def main() -> int:
         counter = [start]
         step_of = lambda: counter[0]  # noqa: E731
     say("READY", rank, time.monotonic())
+    phases = []  # per step: forward (with zero_grad), backward, optimizer step (+ barrier)
     while step_of() < args.steps:
         step = step_of()
         x = np.random.default_rng([step, rank]).standard_normal((32, WIDTH)).astype(np.float32)
+        started = time.perf_counter()
         optimizer.zero_grad()
         loss = (net(engine.from_numpy(x)) ** 2).mean()
+        forward_done = time.perf_counter()
         if first_life and rank == 2 and step == args.kill_at:
             say("KILL", time.monotonic())
             os.kill(os.getpid(), signal.SIGKILL)
         loss.backward()
+        backward_done = time.perf_counter()
         committed = optimizer.step()
-        if args.mode == "ddp":
+        if args.mode == "ddp-barrier":
+            dist.barrier()
+        phases.append((forward_done - started, backward_done - forward_done,
+                       time.perf_counter() - backward_done))
+        if args.mode != "ft":
             counter[0] += 1
             if rank == 0 and args.checkpoint and counter[0] % 10 == 0:
                 tmp = f"{args.checkpoint}.tmp.npz"
@@ -88,6 +101,8 @@ def main() -> int:
         elif not committed:
             continue
         say("COMMIT", rank, step_of(), time.monotonic())
+    if rank == 0 and len(phases) > 20:
+        say("PHASES", *(f"{statistics.median(p[10:]) * 1e3:.2f}" for p in zip(*phases)))
     if args.mode == "ft":
         manager.shutdown()
     else:

@@ -6,11 +6,14 @@ quorum round against torch's TCPStore barrier. Prints one JSON line.
   default policy, DistributedDataParallel), the same kill beside it;
 - a restarted worker: from its process being ready (model and wrappers built) to its
   first committed step, having received the state from a live member;
-- the quorum's cost on a step: median step time of engine.ft against plain DDP, 4 ranks;
+- the quorum's cost on a step: median step time of engine.ft against plain DDP, 4 ranks
+  (``--step-ranks 2,4`` also at 2), beside plain DDP with a barrier after each step
+  (one more point per step where every rank waits for all, as the commit vote is);
 - a barrier of 64 processes: our quorum round (one request per member, one release)
   against torch's TCPStore (add then wait), and our add-then-wait.
 
-Usage: ``python benchmarks/bench_ft.py [--barrier 64] [--steps 150]``. Every process
+Usage: ``python benchmarks/bench_ft.py [--barrier 64] [--steps 150] [--step-ranks 4]``.
+Every process
 of the job shares this host's cores (a 2-core VM here): figures are from one run.
 """
 from __future__ import annotations
@@ -35,12 +38,13 @@ WORKER = os.path.join(ROOT, "benchmarks", "_ft_worker.py")
 KILL_AT = 20
 
 
-def launch(*args: str, policy: str = "all") -> List[Tuple[str, ...]]:
-    """Run the worker under the launcher at 4 ranks; its COMMIT/KILL/READY lines, split."""
+def launch(*args: str, policy: str = "all", ranks: int = 4) -> List[Tuple[str, ...]]:
+    """Run the worker under the launcher at `ranks` ranks; its COMMIT/KILL/READY/PHASES lines,
+    split."""
     env = dict(os.environ, ACTORGRAD_LOG_LEVEL="error",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-m", "actors.launch", "--standalone",
-                          "--nproc-per-node", "4", "--max-restarts", "1", "--restart-policy",
+                          "--nproc-per-node", str(ranks), "--max-restarts", "1", "--restart-policy",
                           policy, WORKER, *args], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=600)
     if out.returncode != 0:
@@ -48,7 +52,7 @@ def launch(*args: str, policy: str = "all") -> List[Tuple[str, ...]]:
     lines = []
     for line in out.stdout.splitlines():
         fields = line.split(": ", 1)[-1].split()
-        if fields and fields[0] in ("COMMIT", "KILL", "READY"):
+        if fields and fields[0] in ("COMMIT", "KILL", "READY", "PHASES"):
             lines.append(tuple(fields))
     return lines
 
@@ -77,6 +81,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--barrier", type=int, default=64)
+    parser.add_argument("--step-ranks", default="4",
+                        help="rank counts for the healthy step's comparison, e.g. 2,4")
     args = parser.parse_args()
     result: Dict[str, float] = {}
     in_place = launch("ft", "--steps", str(args.steps), "--kill-at", str(KILL_AT),
@@ -87,10 +93,20 @@ def main() -> int:
         restart_all = launch("ddp", "--steps", "40", "--kill-at", str(KILL_AT), "--checkpoint",
                              os.path.join(folder, "ckpt.npz"))
     result["kill_to_commit_restart_all_s"] = round(kill_to_commit(restart_all), 3)
-    ft_step = step_time(launch("ft", "--steps", "70"))
-    ddp_step = step_time(launch("ddp", "--steps", "70"))
-    result.update(ft_step_ms=round(ft_step * 1e3, 2), ddp_step_ms=round(ddp_step * 1e3, 2),
-                  quorum_overhead_pct=round((ft_step / ddp_step - 1) * 100, 1))
+    for ranks in (int(n) for n in args.step_ranks.split(",")):
+        runs = {mode: launch(mode, "--steps", "70", ranks=ranks)
+                for mode in ("ft", "ddp", "ddp-barrier")}
+        ft_step, ddp_step, barrier_step = (step_time(lines) for lines in runs.values())
+        at = "" if ranks == 4 else f"_{ranks}_ranks"
+        for mode, lines in runs.items():  # forward, backward, optimizer step (rank 0)
+            result[f"{mode.replace('-', '_')}_phases{at}_ms"] = [
+                float(f) for f in next(f for f in lines if f[0] == "PHASES")[1:]]
+        result.update({f"ft_step{at}_ms": round(ft_step * 1e3, 2),
+                       f"ddp_step{at}_ms": round(ddp_step * 1e3, 2),
+                       f"ddp_barrier_step{at}_ms": round(barrier_step * 1e3, 2),
+                       f"quorum_overhead{at}_pct": round((ft_step / ddp_step - 1) * 100, 1),
+                       f"barrier_overhead{at}_pct": round((barrier_step / ddp_step - 1) * 100,
+                                                          1)})
     if args.barrier:
         size = args.barrier
         with server_process(_our_server) as port:

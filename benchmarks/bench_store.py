@@ -2,7 +2,8 @@
 
 Side by side in one run: our TCPStore (server in its own process), a raw pyzmq
 DEALER/ROUTER request-reply loop against a Python echo server (the limit for one
-client over ZeroMQ), and torch's TCPStore when torch is importable. One client:
+client over ZeroMQ), the wake-up through a raw pyzmq server that parks a wait
+(`_raw_store.py`), and torch's TCPStore when torch is importable. One client:
 set/get/add/compare_set ops/s and set-to-wait wake-up latency. Many clients
 (`_store_crowds.py`): aggregate add rate with 1…16 client processes, one set
 releasing 64 waiters, a barrier of 64 processes. Prints one JSON line.
@@ -21,6 +22,7 @@ from typing import Any, Callable, Dict
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._procs import median_of, percentile, ratio, server_process  # noqa: E402
+from benchmarks._raw_store import RawStoreClient, raw_store_server  # noqa: E402
 from benchmarks._store_crowds import crowd_figures  # noqa: E402
 
 BATCH = 100
@@ -70,6 +72,8 @@ def _waiter(ready: Any, kind: str, port: int, n: int) -> None:
 
 
 def _open(kind: str, port: int) -> Any:
+    if kind == "raw":
+        return RawStoreClient(port)
     if kind == "torch":
         from datetime import timedelta
 
@@ -171,6 +175,9 @@ def main() -> None:
     result: Dict[str, Any] = {"workload": "W5", "ops": args.ops, "runs": args.runs}
     with server_process(_raw_echo_server) as port:
         result["raw_pyzmq"] = raw_figures(port, args.ops, args.runs)
+    with server_process(raw_store_server) as port:
+        result["raw_pyzmq"].update({k: round(v, 1)
+                                    for k, v in wake_latency("raw", port, 200).items()})
     with server_process(_our_server) as port:
         result["actorgrad"] = store_figures("ours", port, args.ops, args.runs)
     try:
@@ -194,8 +201,10 @@ def main() -> None:
         f"{op}_vs_raw_rt": ratio(ours[f"{op}_ops"], raw["rt_ops"])
         for op in ("get", "add", "set", "compare_set")
     }
-    # A wake-up is one round trip's worth of messages: compared with the raw round trip.
+    # A wake-up is one round trip's worth of messages: compared with the raw round trip,
+    # and with the same wake-up through a raw pyzmq server that parks the wait.
     ratios["wake_vs_raw_rt"] = ratio(ours["wake_us_median"], 1e6 / raw["rt_ops"])
+    ratios["wake_vs_raw_wake"] = ratio(ours["wake_us_median"], raw["wake_us_median"])
     for key in (k for k in ours if k.startswith("add_ops_") and k in raw):
         ratios[key.replace("add_ops_", "crowd_") + "_vs_raw"] = ratio(ours[key], raw[key])
         if torch_ and key in torch_:
@@ -216,6 +225,7 @@ def main() -> None:
             "compare_set_vs_torch": ratio(ours["compare_set_ops"], torch_["compare_set_ops"]),
             "acked_set_vs_torch_add": ratio(ours["set_ops"], torch_["add_ops"]),
             "wake_latency_vs_torch": ratio(ours["wake_us_median"], torch_["wake_us_median"]),
+            "raw_wake_vs_torch": ratio(raw["wake_us_median"], torch_["wake_us_median"]),
         })
     result["ratios"] = ratios
     print(json.dumps(result))
