@@ -45,6 +45,10 @@ log = get_logger(__name__)
 # A member's arrivals last this long each (the last one may release the round with
 # min_replica_size members); within one, it arrives again when it learns of a loss.
 SLICE = 0.25
+# Rank 0 writes the latest round's number when membership changes and every this many
+# rounds: a newcomer starts there and walks the released rounds after it (the server
+# answers each from memory) rather than every step paying a store write.
+LATEST_EVERY = 16
 CLOSE_TIMEOUT = 0.5  # for telling a replaced group's peers that this member leaves
 STORE_VARIABLE = "ACTORGRAD_JOB_STORE"  # host:port of the job's store (the launcher sets it)
 
@@ -254,7 +258,7 @@ class Manager:
                          seen_step=0 if last is None else last.max_step)
         # Whatever happens next, the next round expects this one's members.
         self._last = step_plan
-        if step_plan.rank == 0:
+        if step_plan.rank == 0 and (step_plan.reconfigure or round_ % LATEST_EVERY == 0):
             self._keys.set("latest", str(round_))
         if step_plan.reconfigure:
             self._broken = True  # until the new group stands

@@ -155,6 +155,20 @@ def test_a_restarted_replica_receives_the_state_and_takes_part_in_the_next_steps
 
 
 @pytest.mark.slow
+def test_a_newcomer_after_many_steps_without_a_change_walks_to_the_current_round():
+    with job() as j:
+        for r in "01":
+            j.start(r, 2, 20, with_member="2")
+        j.wait_steps("1", 20)  # past round 16: where the rounds are was last written then
+        j.start("2", 2, 0, with_member="2")
+        j.collect("012")
+        joined = [rep for rep in j.steps["2"] if rep[2]]
+        assert joined and joined[0][1] > 20 and "2" in joined[0][4]
+        assert_consistent(j)
+        assert j.done["0"][3] == j.done["1"][3] == j.done["2"][3]
+
+
+@pytest.mark.slow
 def test_a_kill_during_the_state_transfer_makes_the_newcomer_retry_and_the_group_go_on():
     with job() as j:
         j.start("0", 2, 4, with_member="2", fault=("kill_in_transfer", None))
