@@ -1,8 +1,8 @@
 """The worker of bench_ft.py, run under ``python -m actors.launch``: data-parallel steps
 on a model of about a million parameters, in place (``ft``: engine.ft) or restarted
 from a checkpoint (``ddp``: DistributedDataParallel under the restart-all policy);
-``ddp-barrier`` is ``ddp`` with a `barrier()` after each step, what one more point
-where every rank waits for all costs a step.
+``ddp-barrier`` is ``ddp`` with a `barrier()` after each step, to measure what one
+more point per step where every rank waits for all costs.
 
 Prints ``COMMIT <rank> <step> <t>`` after each committed step, ``KILL <t>`` just before
 rank 2 SIGKILLs itself at step ``--kill-at`` (first life only), ``READY <t>`` once a

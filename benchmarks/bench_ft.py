@@ -13,8 +13,8 @@ quorum round against torch's TCPStore barrier. Prints one JSON line.
   against torch's TCPStore (add then wait), and our add-then-wait.
 
 Usage: ``python benchmarks/bench_ft.py [--barrier 64] [--steps 150] [--step-ranks 4]``.
-Every process
-of the job shares this host's cores (a 2-core VM here): figures are from one run.
+Every process of the job shares this host's cores (a 2-core VM here): figures are
+from one run.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -39,8 +39,8 @@ KILL_AT = 20
 
 
 def launch(*args: str, policy: str = "all", ranks: int = 4) -> List[Tuple[str, ...]]:
-    """Run the worker under the launcher at `ranks` ranks; its COMMIT/KILL/READY/PHASES lines,
-    split."""
+    """Run the worker under the launcher at `ranks` ranks; its COMMIT, KILL, READY and
+    PHASES lines, split."""
     env = dict(os.environ, ACTORGRAD_LOG_LEVEL="error",
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     out = subprocess.run([sys.executable, "-m", "actors.launch", "--standalone",
@@ -84,7 +84,7 @@ def main() -> int:
     parser.add_argument("--step-ranks", default="4",
                         help="rank counts for the healthy step's comparison, e.g. 2,4")
     args = parser.parse_args()
-    result: Dict[str, float] = {}
+    result: Dict[str, Any] = {}
     in_place = launch("ft", "--steps", str(args.steps), "--kill-at", str(KILL_AT),
                       policy="failed")
     result["kill_to_commit_in_place_s"] = round(kill_to_commit(in_place), 3)
@@ -99,8 +99,10 @@ def main() -> int:
         ft_step, ddp_step, barrier_step = (step_time(lines) for lines in runs.values())
         at = "" if ranks == 4 else f"_{ranks}_ranks"
         for mode, lines in runs.items():  # forward, backward, optimizer step (rank 0)
-            result[f"{mode.replace('-', '_')}_phases{at}_ms"] = [
-                float(f) for f in next(f for f in lines if f[0] == "PHASES")[1:]]
+            phases = next((f for f in lines if f[0] == "PHASES"), None)
+            if phases is None:
+                raise RuntimeError(f"rank 0 of {mode} at {ranks} ranks reported no PHASES")
+            result[f"{mode.replace('-', '_')}_phases{at}_ms"] = [float(f) for f in phases[1:]]
         result.update({f"ft_step{at}_ms": round(ft_step * 1e3, 2),
                        f"ddp_step{at}_ms": round(ddp_step * 1e3, 2),
                        f"ddp_barrier_step{at}_ms": round(barrier_step * 1e3, 2),

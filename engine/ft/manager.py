@@ -12,7 +12,7 @@ finished it. A failure inside a step (a lost or hung rank, a broken transfer) is
 recorded, never raised into the training loop: the step just does not commit.
 
 Keys live under ``ft/<session>/`` of the store: round ``q/<n>``, commit round ``c/<n>``,
-``latest`` (the last round released, where a newcomer starts), and ``pg/<n>/`` for a
+``latest`` (a recent round, where a newcomer starts walking), and ``pg/<n>/`` for a
 group formed at round n. A session is one run of the job (the launcher's run id and
 restart count), so a job restarted from scratch never reads an earlier run's rounds.
 """
@@ -45,9 +45,10 @@ log = get_logger(__name__)
 # A member's arrivals last this long each (the last one may release the round with
 # min_replica_size members); within one, it arrives again when it learns of a loss.
 SLICE = 0.25
-# Rank 0 writes the latest round's number when membership changes and every this many
-# rounds: a newcomer starts there and walks the released rounds after it (the server
-# answers each from memory) rather than every step paying a store write.
+# Rank 0 writes the latest round's number when the group is re-formed and every this
+# many rounds: a newcomer starts there and walks the released rounds after it, which
+# the server answers from memory (its last RELEASED_QUORUMS, far more than the two
+# rounds per step that a walk can span), rather than every step paying a store write.
 LATEST_EVERY = 16
 CLOSE_TIMEOUT = 0.5  # for telling a replaced group's peers that this member leaves
 STORE_VARIABLE = "ACTORGRAD_JOB_STORE"  # host:port of the job's store (the launcher sets it)
@@ -238,8 +239,12 @@ class Manager:
                                            min_size=self.min_replica_size,
                                            timeout=max(0.01, deadline - time.monotonic()))
             elif newcomer:
-                result = self._keys.quorum(name, me, data,
-                                           timeout=max(0.01, deadline - time.monotonic()))
+                try:
+                    result = self._keys.quorum(name, me, data,
+                                               timeout=max(0.01, deadline - time.monotonic()))
+                except StoreTimeoutError:
+                    self._round = None  # the next try starts again from `latest`
+                    raise
             else:
                 result = self._arrive(name, data.decode(), self._last,
                                       max(0.01, deadline - time.monotonic()),

@@ -1,10 +1,13 @@
-"""A fault-tolerant member that waits long at a round says so, for the whole wait."""
+"""A fault-tolerant member waiting at a round: it says so when the wait is long, and a
+newcomer that found nobody starts again from the latest round."""
+import concurrent.futures
+
 import pytest
 import structlog
 
 import engine.ft as ft
 from engine.ft.quorum import Arrival, plan
-from store import TCPStore
+from store import PrefixStore, StoreTimeoutError, TCPStore
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -26,7 +29,31 @@ def test_a_member_waiting_for_another_says_whom_for_the_whole_wait(monkeypatch):
         server.close()
     assert votes == {"0": b"ok"}
     reports = [e["event"] for e in logs if e["log_level"] == "warning"]
-    # due at 0.4 s and 0.9 s (and perhaps 1.4 s): one wait, not one per slice
-    assert 2 <= len(reports) <= 3, reports
+    # Due at 0.4 s and 0.9 s, reported between slices: one wait, whose reports a slow
+    # slice may merge or delay, where each 0.25 s slice alone would report nothing.
+    assert 1 <= len(reports) <= 3, reports
     assert all(r.startswith("store quorum 'c/0' as '0': waiting for members ['0', '1']")
                for r in reports), reports
+
+
+def test_a_newcomer_that_found_no_round_starts_again_from_the_latest_round():
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    keys = PrefixStore("ft/again", server)
+    keys.set("latest", "5")  # a round nobody is at any more
+    manager = ft.Manager(store=server, replica_id="9", world_size=2, session="again",
+                         timeout=1.0, join_timeout=0.5, progress=False)
+    try:
+        manager.start_quorum()
+        assert manager.wait_quorum() is None  # round 6: nobody came
+        assert isinstance(manager.errored(), StoreTimeoutError)
+        keys.set("latest", "40")
+        member = concurrent.futures.ThreadPoolExecutor(1)
+        at_41 = member.submit(keys.quorum, "q/41", "0", Arrival(3, "inc-0").encode(),
+                              count=2, timeout=10)
+        manager.should_commit()  # ends the failed step; the next one starts its quorum
+        manager.start_quorum()
+        assert "9" in at_41.result(15)  # it arrived at the round after the latest
+        member.shutdown()
+    finally:
+        manager.shutdown()
+        server.close()
