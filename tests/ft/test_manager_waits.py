@@ -42,18 +42,18 @@ def test_a_newcomer_that_found_no_round_starts_again_from_the_latest_round():
     keys.set("latest", "5")  # a round nobody is at any more
     manager = ft.Manager(store=server, replica_id="9", world_size=2, session="again",
                          timeout=1.0, join_timeout=0.5, progress=False)
+    member = concurrent.futures.ThreadPoolExecutor(1)
     try:
         manager.start_quorum()
         assert manager.wait_quorum() is None  # round 6: nobody came
         assert isinstance(manager.errored(), StoreTimeoutError)
         keys.set("latest", "40")
-        member = concurrent.futures.ThreadPoolExecutor(1)
         at_41 = member.submit(keys.quorum, "q/41", "0", Arrival(3, "inc-0").encode(),
                               count=2, timeout=10)
         manager.should_commit()  # ends the failed step; the next one starts its quorum
         manager.start_quorum()
         assert "9" in at_41.result(15)  # it arrived at the round after the latest
-        member.shutdown()
     finally:
+        member.shutdown()
         manager.shutdown()
         server.close()
