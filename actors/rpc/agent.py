@@ -22,6 +22,7 @@ from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.futures import completed, failed
 from actors.runtime.introspection import status
 from actors.runtime.process.log import get_logger
+from actors.runtime.protocol import shared_buffers
 from actors.runtime.protocol.script_refs import same_script_receiver
 from actors.runtime.protocol.serialization import pickle_allowed
 from store.barrier import arrive, barrier, wait_open
@@ -225,7 +226,9 @@ class RpcAgent:
         seconds = self.timeout if timeout is None else timeout
         with self._sending(info):
             reply = self.actor.request(self.directory.address(info), kind, payload,
-                                       seconds or None, what=_called(kind, payload))
+                                       seconds or None,
+                                       same_host=self.directory.shares_host(info),
+                                       what=_called(kind, payload))
         self._track(+1)
         return reply
 
@@ -247,7 +250,9 @@ class RpcAgent:
         self._track(+1)
         try:
             with self._sending(info):
-                return channel.call(kind, payload, seconds or None, what=_called(kind, payload))
+                return channel.call(kind, payload, seconds or None,
+                                    same_host=self.directory.shares_host(info),
+                                    what=_called(kind, payload))
         except PeerLostError as exc:
             self.actor.report_lost(self.directory.address(info), exc.reason)
             raise WorkerLostError(info.name, exc.reason) from None
@@ -436,6 +441,7 @@ class RpcAgent:
         self.actor.stop(deliver=not graceful)  # graceful: delivered before the barriers
         for channel in self._channels.values():
             channel.close()
+        shared_buffers.BLOCKS.release()
         log.info("rpc_worker_left", worker=self.name, graceful=graceful)
 
 

@@ -1,10 +1,11 @@
-"""Who is who in an RPC world: names, ranks, mailbox addresses and scripts."""
+"""Who is who in an RPC world: names, ranks, mailbox addresses, scripts and hosts."""
 from __future__ import annotations
 
-from typing import Dict, List, NamedTuple, Union
+from typing import Dict, List, NamedTuple, Optional, Union
 
 from actors.network import workers_on_host
 from actors.runtime.protocol.script_refs import script_path
+from actors.runtime.protocol.shared_buffers import host_key
 
 
 class WorkerInfo(NamedTuple):
@@ -28,12 +29,15 @@ Destination = Union[str, int, WorkerInfo]
 class WorkerDirectory:
     """The fixed membership of one RPC world, resolved from names, ranks or WorkerInfo."""
 
-    def __init__(self, names: List[str], addresses: List[str], scripts: List[str]):
+    def __init__(self, names: List[str], addresses: List[str], scripts: List[str],
+                 hosts: Optional[List[str]] = None):
         self._infos = [WorkerInfo(name, rank) for rank, name in enumerate(names)]
         self._by_name: Dict[str, WorkerInfo] = {info.name: info for info in self._infos}
         self._addresses = list(addresses)
         mine = script_path()
         self._same_script = [bool(mine) and script == mine for script in scripts]
+        here = host_key()
+        self._same_host = [bool(here) and host == here for host in hosts or [""] * len(names)]
 
     def __len__(self) -> int:
         return len(self._infos)
@@ -65,6 +69,10 @@ class WorkerDirectory:
     def runs_this_script(self, info: WorkerInfo) -> bool:
         """Whether the worker runs the same script file as this process."""
         return self._same_script[info.id]
+
+    def shares_host(self, info: WorkerInfo) -> bool:
+        """Whether the worker can map this process's shared memory and it its own."""
+        return self._same_host[info.id]
 
     def by_address(self, address: str) -> WorkerInfo:
         return self._infos[self._addresses.index(address)]

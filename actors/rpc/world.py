@@ -4,12 +4,14 @@ Keys (under the store the agent is given): ``agreement/...``, the log in which t
 workers check that they agree on the world size and that names and ranks are unique
 (`store.agreement`), then ``names/<name>`` → rank,
 ``ranks/<rank>`` → name, ``addresses/<rank>`` → mailbox address, ``scripts/<rank>`` →
-the path of the script the worker runs (empty without one), and
+the path of the script the worker runs (empty without one), ``hosts/<rank>`` → its
+`host_key` (workers with the same one pass large buffers through shared memory), and
 ``barriers/<tag>/...`` for the shutdown barriers (`store.barrier`).
 """
 from __future__ import annotations
 
 from actors.runtime.protocol.script_refs import script_path
+from actors.runtime.protocol.shared_buffers import host_key
 
 from store.agreement import Belief, agree
 from store.base import Store
@@ -35,7 +37,7 @@ def join_world(store: Store, name: str, rank: int, world_size: int, address: str
     owner = store.compare_set(f"ranks/{rank}", "", name).decode()
     if owner != name:
         raise RpcInitError(f"duplicate rank {rank}: worker {owner!r} already has it")
-    store.set(f"scripts/{rank}", script_path() or "")
+    store.multi_set([f"scripts/{rank}", f"hosts/{rank}"], [script_path() or "", host_key()])
     store.set(f"addresses/{rank}", address)
     keys = [f"addresses/{r}" for r in range(world_size)]
     try:
@@ -47,5 +49,6 @@ def join_world(store: Store, name: str, rank: int, world_size: int, address: str
             f"{world_size} never joined") from None
     names = [n.decode() for n in store.multi_get([f"ranks/{r}" for r in range(world_size)])]
     addresses = [a.decode() for a in store.multi_get(keys)]
-    scripts = [s.decode() for s in store.multi_get([f"scripts/{r}" for r in range(world_size)])]
-    return WorkerDirectory(names, addresses, scripts)
+    both = [v.decode() for v in store.multi_get(
+        [f"{key}/{r}" for key in ("scripts", "hosts") for r in range(world_size)])]
+    return WorkerDirectory(names, addresses, both[:world_size], both[world_size:])

@@ -182,3 +182,28 @@ class AsyncCounter:
 
 def confirmed_there(rref):
     return rref.confirmed_by_owner()
+
+
+def shared_blocks_mapped() -> int:
+    """How many other processes' shared-memory blocks this worker has mapped."""
+    from actors.runtime.protocol import shared_buffers
+
+    return shared_buffers.BLOCKS.mapped()
+
+
+kept: list = []
+kept_one = threading.Event()
+
+
+def keep(value) -> None:
+    """Keep `value` in this process (a test reads it from `kept`)."""
+    kept.append(value)
+    kept_one.set()
+
+
+def send_and_leave(port: int, array) -> None:
+    """Rank 1 of a world of 2: send `array` to rank 0 without waiting, and end at once,
+    with no shutdown (a normal interpreter exit)."""
+    os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
+    actors.init_rpc("worker1", 1, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=30)
+    actors.rpc_async("worker0", keep, args=(array,))

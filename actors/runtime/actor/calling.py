@@ -18,7 +18,8 @@ from ..introspection.recorder import ANSWERED, CALLED, RECORDING, SENT, record
 from ..introspection.status import dump_recorder
 from ..io.peers import Pending
 from ..process.log import get_logger
-from ..protocol import ERROR, INTROSPECTION_KINDS, JSON, ONEWAY, PUSH, Kind, envelope, kind_name
+from ..protocol import (ERROR, INTROSPECTION_KINDS, ONEWAY, PUSH, Kind, envelope, kind_name,
+                        request_flags)
 from ..protocol.envelope import Message, message_bytes
 from ..protocol.remote_errors import exception_from_payload
 from .serving import Handler
@@ -32,20 +33,22 @@ class Calling:
 
     def request(self, peer: str, kind: int, payload: Any = None,
                 timeout: Optional[float] = None, *, json: bool = False,
-                what: Any = None) -> Future:
+                same_host: bool = False, what: Any = None) -> Future:
         """Send a request to the actor at `peer`; the future holds the reply payload.
 
         The payload is encoded on the calling thread, so an unpicklable argument raises
         here, before anything is sent. `timeout`: None waits without limit, else
         seconds (0 or less: the request times out as soon as it is sent), as everywhere
         in the runtime. A timeout fails the future with RequestTimeoutError; a lost
-        peer with PeerLostError. `what` names what the request calls, in
-        `requests_in_flight` and in the flight recorder (default: nothing).
+        peer with PeerLostError. `same_host`: `peer` runs on this host, so large
+        buffers may go through shared memory both ways (`protocol.shared_buffers`).
+        `what` names what the request calls, in `requests_in_flight` and in the
+        flight recorder (default: nothing).
         """
         if self._stopped:
             raise ActorStoppedError(f"actor {self.name} is stopped")
         req_id = next(self._req_ids)
-        frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
+        frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
         future = Future()
         # Taken before it leaves: its receipt must never come first in a timeline.
         now = time.monotonic()

@@ -14,7 +14,8 @@ from ..concurrency.futures import Future
 from ..errors import UnknownKindError
 from ..introspection.recorder import RECEIVED, RECORDING, SERVED, record
 from ..process.log import get_logger
-from ..protocol import JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, Kind, envelope, kind_name
+from ..protocol import (JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, SAME_HOST, Kind, envelope,
+                        kind_name)
 from ..protocol.bounded import text_of
 from ..protocol.envelope import Message, message_bytes
 
@@ -58,7 +59,7 @@ class Serving:
         """Answer request `msg` with `payload`, in the codec it came in; any thread."""
         if msg.oneway or msg.sender is None:
             return
-        flags = RESPONSE | (msg.flags & JSON)
+        flags = RESPONSE | (msg.flags & (JSON | SAME_HOST))
         try:
             frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result

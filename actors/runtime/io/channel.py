@@ -27,7 +27,7 @@ from .context import process_context
 from ..introspection.recorder import ANSWERED, CALLED, RECORDING, SENT, TRAFFIC, record
 from ..introspection.status import dump_recorder
 from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
-from ..protocol import ERROR, JSON, RESPONSE
+from ..protocol import ERROR, RESPONSE, request_flags
 from ..protocol.remote_errors import exception_from_payload
 from ..process.waits import SlowWait
 from .sockets import (EVENTS, HANDSHAKE_FAILED, POLLIN, REFUSED, close_monitored, open_dealer,
@@ -98,11 +98,12 @@ class Channel:
         self._connection(self.connect_timeout if timeout is None else timeout)
 
     def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None, *,
-             json: bool = False, waiting: Optional[Callable[[], Any]] = None,
-             what: Any = None) -> Any:
+             json: bool = False, same_host: bool = False,
+             waiting: Optional[Callable[[], Any]] = None, what: Any = None) -> Any:
         """Send a request and return the reply's payload, or raise the error it carries.
 
-        `json` sends it in the JSON codec (the reply comes back in it too). `waiting()`
+        `json` sends it in the JSON codec (the reply comes back in it too); `same_host`
+        lets large buffers go through shared memory both ways. `waiting()`
         is called every receive slice while no reply has come (to report a long wait).
         `what` names what the request calls in the flight recorder.
 
@@ -111,7 +112,7 @@ class Channel:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         req_id = next(self._req_ids)
-        frames = envelope.encode(kind, req_id, payload, JSON if json else 0)
+        frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
         conn = self._connection(self.connect_timeout)
         drops = conn.drops
         if RECORDING:  # taken before it leaves: see ActorCore.request

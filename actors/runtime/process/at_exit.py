@@ -5,6 +5,8 @@ process that returns from its script right after sending can end before either h
 written it out. At exit, every running actor asks each peer it sent to since start
 for an answer (`ActorCore.confirm_delivery`): a peer answers a request only after
 every earlier message on the same connection, so the answer proves them delivered.
+Buffers lent through shared memory are waited for until their readers have copied
+them (`shared_buffers`): the memory goes when the process does.
 The wait is bounded by `EXIT_FLUSH_TIMEOUT`; what stays unconfirmed is logged, by
 peer, with the count of messages it may lack.
 
@@ -25,6 +27,7 @@ from typing import Any, Callable, List
 
 from ..concurrency.futures import failures_by
 from ..errors import RequestTimeoutError
+from ..protocol import shared_buffers
 from .log import get_logger
 
 log = get_logger(__name__)
@@ -89,6 +92,9 @@ def flush_all(timeout: float = EXIT_FLUSH_TIMEOUT) -> None:
     with _lock:
         actors = list(_actors)
     confirm_deliveries(actors, deadline, "exit")
+    unread = shared_buffers.BLOCKS.drain(deadline)
+    if unread:
+        log.warning("shared_buffers_unread_at_exit", blocks=unread)
     _run(_last_handlers, time.monotonic() + timeout)
 
 

@@ -40,11 +40,18 @@ class Flag(enum.IntFlag):
     ONEWAY = 0x04  # the sender expects no reply
     JSON = 0x08  # the body is JSON, not a pickle
     PUSH = 0x10  # unsolicited event for an earlier request (e.g. a watched key changed)
+    SHARED = 0x20  # the buffer frames are descriptors of same-host shared memory
+    SAME_HOST = 0x40  # a request from the receiver's host: its reply may be SHARED
 
 
 # Plain-int copies of the flags for hot paths: IntFlag arithmetic builds enum objects.
-RESPONSE, ERROR, ONEWAY, JSON, PUSH = (int(f) for f in (
-    Flag.RESPONSE, Flag.ERROR, Flag.ONEWAY, Flag.JSON, Flag.PUSH))
+RESPONSE, ERROR, ONEWAY, JSON, PUSH, SHARED, SAME_HOST = (int(f) for f in (
+    Flag.RESPONSE, Flag.ERROR, Flag.ONEWAY, Flag.JSON, Flag.PUSH, Flag.SHARED, Flag.SAME_HOST))
+
+
+def request_flags(json: bool, same_host: bool) -> int:
+    """The flags of a request in JSON or pickle, to a peer on this host or not."""
+    return (JSON if json else 0) | (SAME_HOST if same_host else 0)
 
 
 class Kind(enum.IntEnum):

@@ -4,8 +4,9 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ProtocolError
-from . import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, Flag, Header, json_codec,
-               pack_header, serialization, unpack_header)
+from . import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, SAME_HOST, SHARED, Flag, Header,
+               json_codec, pack_header, serialization, unpack_header)
+from .shared_buffers import shared_frames, taken_buffers
 from .bounded import text_of
 from .remote_errors import error_payload
 
@@ -71,12 +72,21 @@ class Encoded:
 
 
 def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
-    """Frames ``[header, body, *buffers]`` for `payload`, in the codec `flags` names."""
+    """Frames ``[header, body, *buffers]`` for `payload`, in the codec `flags` names.
+
+    With ``SAME_HOST`` (the receiver shares this host), large buffers of a pickle go
+    through shared memory: the message is flagged ``SHARED`` and its buffer frames are
+    descriptors (`shared_buffers`).
+    """
     json = bool(flags & JSON)
     if isinstance(payload, Encoded):
         body, buffers = payload.encoded(json)
     else:
         body, buffers = _dumps(payload, json)
+    if flags & SAME_HOST and buffers and not json:
+        descriptors = shared_frames(buffers)
+        if descriptors is not None:
+            buffers, flags = descriptors, flags | SHARED
     return [pack_header(kind, req_id, flags, len(buffers)), body, *buffers]
 
 
@@ -131,6 +141,11 @@ def read_payload(header: Header, frames: Sequence[Any]) -> Any:
     try:
         body = _buffer(frames[1])
         buffers = [_buffer(f) for f in frames[2:]]
+        if header.flags & SHARED:
+            if header.flags & JSON or not serialization.pickle_allowed():
+                raise ProtocolError("shared-memory buffers come only with a pickle, "
+                                    "which this process does not load")
+            buffers = taken_buffers(buffers)
         if header.flags & JSON:
             return json_codec.loads(body, buffers)
         return serialization.loads(body, buffers)

@@ -1,0 +1,332 @@
+"""Large buffers between processes of one host through shared memory instead of frames.
+
+A request flagged ``SAME_HOST`` comes from a process on the receiver's host (the
+sender knows it from the host key its peers published, `host_key`). When such a
+request, or the reply to one, carries out-of-band buffers of `SHARED_MIN` bytes or
+more in all, the sender copies each buffer into a *block* of shared memory it owns,
+sends a small descriptor frame in its place, and flags the message ``SHARED``. The
+receiver maps the block once, copies the buffer out and marks the block free again:
+one copy on each side, where frames cross the kernel's TCP stack twice and land in
+memory ZeroMQ allocates for each message.
+
+A block is anonymous memory (`memfd_create`), mapped by its readers through
+``/proc/<pid>/fd/<fd>``; its head holds a random nonce (a descriptor that names
+another process's descriptor is refused), a generation counted up at each use, and
+a mark: written and not yet read, or free. The sender reuses a block only once its
+reader has cleared the mark; a block whose message was never read (its receiver
+died, or dropped the message) is reused only after `STALE_AFTER` seconds, and its
+generation then tells a late reader that the buffer is gone. The blocks of a
+process are at most `LIMIT` bytes together; past that, buffers travel as frames.
+
+The receiver holds no descriptor: a mapping costs memory only, and at most
+`MAPPED_LIMIT` bytes of mappings are kept. Pickles only: a process in safe mode
+refuses ``SHARED`` messages before touching memory, as it refuses their pickles.
+``ACTORGRAD_SHARED_MEMORY=0`` turns the path off for the messages this process sends.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import mmap
+import os
+import secrets
+import struct
+import threading
+import time
+from typing import List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ..errors import ProtocolError
+
+SWITCH_VARIABLE = "ACTORGRAD_SHARED_MEMORY"
+SHARED_MIN = 2 << 20  # bytes of buffers in a message below which frames are as quick
+LIMIT = 1 << 30  # bytes of blocks one process keeps
+MAPPED_LIMIT = 1 << 30  # bytes of other processes' blocks one process keeps mapped
+STALE_AFTER = 60.0  # seconds after which an unread block may be written again
+_GRAIN = 1 << 20  # block capacities are multiples of this
+_MEMFD_NAME = "actorgrad-buffers"
+
+# A block's head: nonce, generation, mark; the data starts at the next page.
+_HEAD = struct.Struct("<16sQB")
+_GENERATION_AT, _MARK_AT = 16, 24
+_DATA_AT = mmap.PAGESIZE
+_FREE, _WRITTEN = 0, 1
+# A descriptor frame: pid, fd, nonce, generation, length.
+DESCRIPTOR = struct.Struct("<II16sQQ")
+
+AVAILABLE = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+
+
+def enabled() -> bool:
+    return AVAILABLE and os.environ.get(SWITCH_VARIABLE, "1") != "0"
+
+
+_ON = enabled()
+
+
+def host_key() -> str:
+    """What two processes share when each can map the other's blocks: the kernel's
+    boot, the pid namespace and the user; empty where the path is off."""
+    if not enabled():
+        return ""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            boot_id = boot.read().strip()
+        pid_namespace = os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return ""
+    return f"{boot_id}/{pid_namespace}/{os.getuid()}"
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+class _Mapping:
+    """A shared read-write mapping of a whole file that keeps no descriptor open
+    (Python's `mmap` keeps a duplicate of its descriptor for as long as it lives)."""
+
+    __slots__ = ("address", "size", "view")
+
+    def __init__(self, fd: int):
+        self.size = os.fstat(fd).st_size
+        address = _libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
+                             mmap.MAP_SHARED, fd, 0) if self.size else _MAP_FAILED
+        if address in (None, _MAP_FAILED):
+            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+        self.address = address
+        self.view = memoryview((ctypes.c_char * self.size).from_address(address)).cast("B")
+
+    def __len__(self) -> int:
+        return self.size
+
+    def close(self) -> None:
+        """Unmap; nobody may use `view` or an array over it afterwards."""
+        if self.address is not None:
+            self.view.release()
+            _libc.munmap(self.address, self.size)
+            self.address = None
+
+
+class _Block:
+    """One memfd of `capacity` data bytes that this process writes and a peer reads."""
+
+    __slots__ = ("fd", "mapping", "memory", "capacity", "nonce", "generation", "written_at")
+
+    def __init__(self, capacity: int):
+        self.fd = os.memfd_create(_MEMFD_NAME, os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(self.fd, _DATA_AT + capacity)
+            self.mapping = _Mapping(self.fd)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.memory = self.mapping.view
+        self.capacity = capacity
+        self.nonce = secrets.token_bytes(16)
+        self.generation = 0
+        self.written_at = 0.0
+        _HEAD.pack_into(self.memory, 0, self.nonce, 0, _FREE)
+
+    def unread(self) -> bool:
+        return self.memory[_MARK_AT] == _WRITTEN
+
+    def write(self, buffer: memoryview, now: float) -> bytes:
+        """Copy `buffer` in, mark it written; its descriptor."""
+        self.generation += 1
+        length = buffer.nbytes
+        struct.pack_into("<Q", self.memory, _GENERATION_AT, self.generation)
+        np.frombuffer(self.memory, np.uint8, length, _DATA_AT)[:] = \
+            np.frombuffer(buffer.cast("B"), np.uint8)
+        self.memory[_MARK_AT] = _WRITTEN
+        self.written_at = now
+        return DESCRIPTOR.pack(os.getpid(), self.fd, self.nonce, self.generation, length)
+
+    def close(self) -> None:
+        try:
+            self.mapping.close()
+        finally:
+            os.close(self.fd)
+
+
+class SharedBlocks:
+    """This process's blocks (`lend`) and its mappings of other processes' (`take`).
+
+    `limit` bounds the bytes of its blocks; an unread block is written again after
+    `stale_after` seconds.
+    """
+
+    def __init__(self, limit: int = LIMIT, stale_after: float = STALE_AFTER) -> None:
+        self.limit, self.stale_after = limit, stale_after
+        self._lock = threading.Lock()
+        self._blocks: List[_Block] = []
+        self._mapped: "collections.OrderedDict[Tuple[int, int], Tuple[bytes, _Mapping]]" = \
+            collections.OrderedDict()
+        self._mapped_lock = threading.Lock()
+
+    def lend(self, buffers: Sequence[memoryview]) -> Optional[List[bytes]]:
+        """Copy each buffer into a free block: their descriptors, or None (nothing
+        written) when the blocks would pass `LIMIT`."""
+        now = time.monotonic()
+        with self._lock:
+            chosen: List[_Block] = []
+            for buffer in buffers:
+                block = self._free_block(buffer.nbytes, now, chosen)
+                if block is None:
+                    return None
+                chosen.append(block)
+            return [block.write(buffer, now) for block, buffer in zip(chosen, buffers)]
+
+    def _free_block(self, size: int, now: float, taken: List[_Block]) -> Optional[_Block]:
+        fitting = [b for b in self._blocks if b.capacity >= size and b not in taken
+                   and (not b.unread() or now - b.written_at > self.stale_after)]
+        if fitting:
+            return min(fitting, key=lambda b: b.capacity)
+        capacity = -(-size // _GRAIN) * _GRAIN
+        spare = sorted((b for b in self._blocks if b not in taken and not b.unread()),
+                       key=lambda b: b.capacity)
+        while sum(b.capacity for b in self._blocks) + capacity > self.limit:
+            if not spare:
+                return None
+            evicted = spare.pop()
+            self._blocks.remove(evicted)
+            evicted.close()
+        block = _Block(capacity)
+        self._blocks.append(block)
+        return block
+
+    def unread(self) -> int:
+        """How many blocks hold a buffer no reader has taken yet."""
+        with self._lock:
+            return sum(1 for b in self._blocks if b.unread())
+
+    def mapped(self) -> int:
+        """How many blocks of other processes this process keeps mapped."""
+        with self._mapped_lock:
+            return len(self._mapped)
+
+    def release(self) -> None:
+        """Close the blocks no reader waits for and unmap other processes' blocks: what
+        an RPC worker does as it leaves, its messages all read."""
+        with self._lock:
+            free = [b for b in self._blocks if not b.unread()]
+            self._blocks = [b for b in self._blocks if b.unread()]
+        for block in free:
+            block.close()
+        self._unmap_all()
+
+    def drain(self, deadline: float) -> int:
+        """Wait until every written block is read or `deadline` (monotonic) passes;
+        how many stay unread."""
+        while True:
+            left = self.unread()
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.001)
+
+    def take(self, descriptor: bytes) -> memoryview:
+        """The buffer `descriptor` names, copied out of its block, which is then free.
+
+        ProtocolError when the descriptor is malformed, names no block of ours that
+        this process can map, or a buffer that was already read or reused.
+        """
+        try:
+            pid, fd, nonce, generation, length = DESCRIPTOR.unpack(bytes(descriptor))
+        except struct.error:
+            raise ProtocolError(f"malformed shared-buffer descriptor "
+                                f"({len(descriptor)} bytes, expected {DESCRIPTOR.size})") from None
+        with self._mapped_lock:
+            mapping = self._map(pid, fd, nonce)
+            memory = mapping.view
+            if length > len(memory) - _DATA_AT:
+                raise ProtocolError(f"shared buffer of {length} bytes does not fit its block")
+            if _HEAD.unpack_from(memory)[1:] != (generation, _WRITTEN):
+                raise ProtocolError("shared buffer already read or reused: it waited longer "
+                                    f"than {STALE_AFTER:g}s to be read")
+            out = np.empty(length, np.uint8)
+            out[:] = np.frombuffer(memory, np.uint8, length, _DATA_AT)
+            if _HEAD.unpack_from(memory)[1] != generation:
+                raise ProtocolError("shared buffer reused while it was read")
+            memory[_MARK_AT] = _FREE
+        return memoryview(out)
+
+    def _map(self, pid: int, fd: int, nonce: bytes) -> _Mapping:
+        """The block `(pid, fd)` mapped here, checked against `nonce`; hold `_mapped_lock`."""
+        known = self._mapped.get((pid, fd))
+        if known is not None and known[0] == nonce:
+            self._mapped.move_to_end((pid, fd))
+            return known[1]
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if not os.readlink(path).startswith(f"/memfd:{_MEMFD_NAME}"):
+                raise ProtocolError(f"{path} is not a shared-buffer block")
+            handle = os.open(path, os.O_RDWR)
+            try:
+                memory = _Mapping(handle)
+            finally:
+                os.close(handle)
+        except OSError as exc:
+            raise ProtocolError(f"cannot map the sender's shared buffer {path}: "
+                                f"{exc.strerror or exc}") from None
+        if len(memory) < _DATA_AT or memory.view[:16] != nonce:
+            memory.close()
+            raise ProtocolError(f"{path} is not the sender's shared-buffer block")
+        if known is not None:
+            self._unmap((pid, fd))
+        for gone in [key for key in self._mapped if not os.path.exists("/proc/%d/fd/%d" % key)]:
+            self._unmap(gone)  # closed by its owner, or its owner ended
+        self._mapped[pid, fd] = (nonce, memory)
+        while sum(len(m) for _, m in self._mapped.values()) > MAPPED_LIMIT \
+                and len(self._mapped) > 1:
+            self._unmap(next(iter(self._mapped)))
+        return memory
+
+    def _unmap(self, key: Tuple[int, int]) -> None:
+        _, memory = self._mapped.pop(key)
+        memory.close()
+
+    def close(self) -> None:
+        """Unmap and close everything (a forked child's copy, or the end of a test)."""
+        with self._lock:
+            blocks, self._blocks = self._blocks, []
+        for block in blocks:
+            block.close()
+        self._unmap_all()
+
+    def _unmap_all(self) -> None:
+        with self._mapped_lock:
+            while self._mapped:
+                self._unmap(next(iter(self._mapped)))
+
+
+BLOCKS = SharedBlocks()
+
+
+def _forget_the_parent() -> None:
+    """A forked child must never write into its parent's blocks."""
+    global BLOCKS
+    old, BLOCKS = BLOCKS, SharedBlocks()
+    old.close()
+
+
+os.register_at_fork(after_in_child=_forget_the_parent)
+
+
+def shared_frames(buffers: List[memoryview]) -> Optional[List[bytes]]:
+    """Descriptors for `buffers` lent through shared memory, or None to send them as
+    frames (too small together, the path off, or no room)."""
+    if not buffers or sum(b.nbytes for b in buffers) < SHARED_MIN or not _ON:
+        return None
+    return BLOCKS.lend(buffers)
+
+
+def taken_buffers(frames: Sequence[object]) -> List[memoryview]:
+    """The buffers a ``SHARED`` message's descriptor frames name, copied out."""
+    blocks = BLOCKS
+    return [blocks.take(frame) for frame in frames]
+

@@ -1,0 +1,175 @@
+"""Same-host shared memory for large buffers: lending, taking, reuse and refusals.
+
+One process plays both sides (it maps its own blocks through /proc/self's pid), so
+these run fast; tests/rpc/test_shared_memory_calls.py has the processes.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import tempfile
+
+import numpy as np
+import pytest
+
+from actors.runtime.errors import ProtocolError
+from actors.runtime.protocol import JSON, SAME_HOST, SHARED, Kind, envelope, serialization
+from actors.runtime.protocol import shared_buffers
+from actors.runtime.protocol.shared_buffers import DESCRIPTOR, SHARED_MIN, SharedBlocks
+
+pytestmark = [pytest.mark.timeout(60),
+              pytest.mark.skipif(not shared_buffers.AVAILABLE, reason="no memfd or /proc")]
+
+MIB = 1 << 20
+
+
+@pytest.fixture
+def blocks():
+    blocks = SharedBlocks()
+    yield blocks
+    blocks.close()
+
+
+def _bytes(n: int, seed: int = 0) -> memoryview:
+    return memoryview(np.random.default_rng(seed).integers(0, 255, n, dtype=np.uint8)).cast("B")
+
+
+def _fd(descriptor: bytes) -> int:
+    return DESCRIPTOR.unpack(descriptor)[1]
+
+
+def test_a_lent_buffer_comes_back_equal_and_its_block_is_free_again(blocks):
+    sent = [_bytes(3 * MIB, 1), _bytes(5 * MIB + 7, 2)]
+    descriptors = blocks.lend(sent)
+    assert [len(d) for d in descriptors] == [DESCRIPTOR.size] * 2
+    assert blocks.unread() == 2
+    taken = [blocks.take(d) for d in descriptors]
+    assert [bytes(t) for t in taken] == [bytes(s) for s in sent]
+    assert blocks.unread() == 0
+
+
+def test_a_read_block_is_written_again_and_an_unread_one_is_not(blocks):
+    first = blocks.lend([_bytes(2 * MIB)])[0]
+    second = blocks.lend([_bytes(2 * MIB)])[0]
+    assert _fd(second) != _fd(first)  # the first is still unread
+    blocks.take(first)
+    third = blocks.lend([_bytes(MIB, 3)])[0]
+    assert _fd(third) == _fd(first)
+    assert bytes(blocks.take(third)) == bytes(_bytes(MIB, 3))
+
+
+def test_a_buffer_is_taken_once(blocks):
+    descriptor = blocks.lend([_bytes(MIB)])[0]
+    blocks.take(descriptor)
+    with pytest.raises(ProtocolError, match="already read"):
+        blocks.take(descriptor)
+
+
+def test_an_unread_block_is_written_again_only_once_stale_and_its_late_reader_is_told():
+    blocks = SharedBlocks(stale_after=0.0)
+    try:
+        late = blocks.lend([_bytes(MIB, 1)])[0]
+        again = blocks.lend([_bytes(MIB, 2)])[0]
+        assert _fd(again) == _fd(late)
+        with pytest.raises(ProtocolError, match="reused"):
+            blocks.take(late)
+        assert bytes(blocks.take(again)) == bytes(_bytes(MIB, 2))
+    finally:
+        blocks.close()
+
+
+def test_past_the_limit_free_blocks_make_room_and_unread_ones_are_kept():
+    blocks = SharedBlocks(limit=4 * MIB)
+    try:
+        assert blocks.lend([_bytes(3 * MIB), _bytes(2 * MIB)]) is None
+        assert blocks.unread() == 0
+        kept = blocks.lend([_bytes(4 * MIB, 4)])[0]  # the free 3 MiB block made room
+        assert blocks.lend([_bytes(MIB)]) is None  # the one block is unread
+        assert bytes(blocks.take(kept)) == bytes(_bytes(4 * MIB, 4))
+    finally:
+        blocks.close()
+
+
+def test_descriptors_that_name_no_block_of_the_sender_are_refused(blocks):
+    descriptor = blocks.lend([_bytes(MIB)])[0]
+    pid, fd, nonce, generation, length = DESCRIPTOR.unpack(descriptor)
+    with pytest.raises(ProtocolError, match="malformed shared-buffer descriptor"):
+        blocks.take(descriptor[:-1])
+    with pytest.raises(ProtocolError, match="not the sender's"):
+        blocks.take(DESCRIPTOR.pack(pid, fd, b"x" * 16, generation, length))
+    with pytest.raises(ProtocolError, match="does not fit"):
+        blocks.take(DESCRIPTOR.pack(pid, fd, nonce, generation, 1 << 40))
+    with tempfile.TemporaryFile() as other:  # a descriptor of this process, not a block
+        with pytest.raises(ProtocolError, match="not a shared-buffer block"):
+            blocks.take(DESCRIPTOR.pack(pid, other.fileno(), nonce, generation, length))
+    with pytest.raises(ProtocolError, match="cannot map"):
+        blocks.take(DESCRIPTOR.pack(pid, 1 << 20, nonce, generation, length))
+    assert bytes(blocks.take(descriptor)) == bytes(_bytes(MIB))  # the real one still reads
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_a_block_holds_one_descriptor_its_reader_none_and_release_gives_it_back(blocks):
+    before = _open_fds()
+    descriptors = blocks.lend([_bytes(MIB), _bytes(MIB)])
+    assert _open_fds() == before + 2
+    blocks.take(descriptors[0])
+    assert _open_fds() == before + 2 and blocks.mapped() == 1
+    blocks.release()
+    assert _open_fds() == before + 1 and blocks.mapped() == 0  # the unread one stays
+    blocks.take(descriptors[1])
+    blocks.release()
+    assert _open_fds() == before
+
+
+def test_a_same_host_message_carries_large_buffers_as_descriptors():
+    array = np.arange(SHARED_MIN // 4, dtype=np.float32)
+    frames = envelope.encode(Kind.RPC_CALL, 7, ("f", array), SAME_HOST)
+    header = envelope.read_header(frames)
+    assert header.flags & SHARED and [len(f) for f in frames[2:]] == [DESCRIPTOR.size]
+    kind, back = envelope.read_payload(header, frames)
+    assert np.array_equal(back, array) and back.flags.writeable
+
+
+@pytest.mark.parametrize("flags, array", [
+    (SAME_HOST, np.zeros(SHARED_MIN // 16)),  # small: frames are as quick
+    (SAME_HOST | JSON, np.zeros(SHARED_MIN // 4, np.float32)),  # JSON peers get frames
+    (0, np.zeros(SHARED_MIN // 4, np.float32)),  # not on this host
+])
+def test_other_messages_carry_their_buffers_as_frames(flags, array):
+    frames = envelope.encode(Kind.RPC_CALL, 7, {"x": array} if flags & JSON else array, flags)
+    header = envelope.read_header(frames)
+    assert not header.flags & SHARED and sum(len(f) for f in frames[2:]) == array.nbytes
+
+
+def test_safe_mode_refuses_a_shared_message_before_reading_its_memory():
+    frames = envelope.encode(Kind.RPC_CALL, 7, np.ones(SHARED_MIN // 4, np.float32), SAME_HOST)
+    serialization.allow_pickle(False)
+    try:
+        with pytest.raises(ProtocolError, match="only with a pickle"):
+            envelope.read_payload(envelope.read_header(frames), frames)
+    finally:
+        serialization.allow_pickle(True)
+    assert shared_buffers.BLOCKS.unread() == 1  # untouched: still the reader's to take
+    envelope.read_payload(envelope.read_header(frames), frames)
+    assert shared_buffers.BLOCKS.unread() == 0
+
+
+def test_a_descriptor_frame_is_a_fixed_size_struct():
+    assert DESCRIPTOR.size == struct.calcsize("<II16sQQ") == 40
+
+
+def test_drain_waits_for_the_reader_and_gives_up_at_its_deadline(blocks):
+    import threading
+    import time
+
+    descriptor = blocks.lend([_bytes(MIB)])[0]
+    assert blocks.drain(time.monotonic()) == 1  # nobody read it: given up at once
+    reader = threading.Thread(target=blocks.take, args=(descriptor,))
+    reader.start()
+    try:
+        assert blocks.drain(time.monotonic() + 30) == 0
+    finally:
+        reader.join(30)
