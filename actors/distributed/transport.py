@@ -28,6 +28,7 @@ from actors.network import host_of
 from actors.runtime import Actor, ActorStoppedError, Kind, Message, PeerLostError
 from actors.runtime.concurrency.futures import failures_by
 from actors.runtime.process.log import get_logger
+from actors.runtime.protocol.shared_buffers import SWITCH_VARIABLE
 from actors.runtime.protocol.serialization import INBAND_LIMIT
 
 from .inbox import Inbox
@@ -39,8 +40,6 @@ log = get_logger(__name__)
 HEARTBEAT = 0.5
 HEARTBEAT_TIMEOUT = 2.0
 SHARE_TIMEOUT = 5.0
-# "0" sends everything over ZeroMQ, as between hosts; every rank must agree on it.
-SHARED_MEMORY_VARIABLE = "ACTORGRAD_SHARED_MEMORY"
 
 
 class Transport:
@@ -96,9 +95,11 @@ class Transport:
         self._addresses = list(addresses)
         self._ranks.update({address: r for r, address in enumerate(addresses)})
         host = host_of(self.address)
+        # ACTORGRAD_SHARED_MEMORY=0 sends everything over ZeroMQ, as between hosts;
+        # every rank must agree on it.
         self._hosted = {r for r, address in enumerate(addresses)
                         if r != self.rank and host_of(address) == host} \
-            if os.environ.get(SHARED_MEMORY_VARIABLE, "1") != "0" else set()
+            if os.environ.get(SWITCH_VARIABLE, "1") != "0" else set()
         self._shared.set_peers(len(addresses), self._hosted)
         deadline = time.monotonic() + timeout
         pings = {r: self._actor.request(address, Kind.PING, None, timeout)

@@ -11,7 +11,8 @@ This layer imports nothing from `store`, `engine` or the rpc services. Its parts
 ``protocol/``       the wire format: header, kinds and flags (``__init__``), frames
                     (``envelope``; `Encoded`: one payload encoded once for many
                     replies), the pickle and JSON codecs and their input limits,
-                    error payloads, the script's definitions by name
+                    error payloads, the script's definitions by name, large buffers
+                    through same-host shared memory (``shared_buffers``)
 ``io/``             sockets and I/O: the one ZeroMQ context, the mailbox's I/O thread, the
                     ROUTER, the peer table, per-thread channels, attached sockets, CURVE
 ``concurrency/``    futures, worker pools and the leader that reads the mailbox, the
