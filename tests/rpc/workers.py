@@ -193,6 +193,14 @@ def shared_blocks_mapped() -> int:
 
 kept: list = []
 kept_one = threading.Event()
+holding, let_go = threading.Event(), threading.Event()
+
+
+def hold() -> None:
+    """Keep this worker's thread until the test lets go (nothing reads its mailbox
+    meanwhile when it has one thread)."""
+    holding.set()
+    let_go.wait(60)
 
 
 def keep(value) -> None:
@@ -201,9 +209,10 @@ def keep(value) -> None:
     kept_one.set()
 
 
-def send_and_leave(port: int, array) -> None:
-    """Rank 1 of a world of 2: send `array` to rank 0 without waiting, and end at once,
-    with no shutdown (a normal interpreter exit)."""
+def send_and_leave(port: int, array, sent) -> None:
+    """Rank 1 of a world of 2: send `array` to rank 0 without waiting, say so on the
+    queue `sent`, and end at once, with no shutdown (a normal interpreter exit)."""
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
     actors.init_rpc("worker1", 1, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=30)
     actors.rpc_async("worker0", keep, args=(array,))
+    sent.put("sent")

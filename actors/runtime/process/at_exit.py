@@ -5,8 +5,9 @@ process that returns from its script right after sending can end before either h
 written it out. At exit, every running actor asks each peer it sent to since start
 for an answer (`ActorCore.confirm_delivery`): a peer answers a request only after
 every earlier message on the same connection, so the answer proves them delivered.
-Buffers lent through shared memory are waited for until their readers have copied
-them (`shared_buffers`): the memory goes when the process does.
+Buffers lent through shared memory are then waited for, with a bound of their own,
+until their readers have copied them (`shared_buffers`): unlike frames already in a
+peer's socket, that memory goes when the process does.
 The wait is bounded by `EXIT_FLUSH_TIMEOUT`; what stays unconfirmed is logged, by
 peer, with the count of messages it may lack.
 
@@ -92,7 +93,9 @@ def flush_all(timeout: float = EXIT_FLUSH_TIMEOUT) -> None:
     with _lock:
         actors = list(_actors)
     confirm_deliveries(actors, deadline, "exit")
-    unread = shared_buffers.BLOCKS.drain(deadline)
+    # A peer that has not read its mailbox yet has the frames, but not the memory of
+    # blocks this process lends: they go with it. So they get a bound of their own.
+    unread = shared_buffers.BLOCKS.drain(time.monotonic() + timeout)
     if unread:
         log.warning("shared_buffers_unread_at_exit", blocks=unread)
     _run(_last_handlers, time.monotonic() + timeout)
