@@ -65,17 +65,61 @@ def test_a_buffer_is_taken_once(blocks):
         blocks.take(descriptor)
 
 
-def test_an_unread_block_is_written_again_only_once_stale_and_its_late_reader_is_told():
-    blocks = SharedBlocks(stale_after=0.0)
+def test_a_stale_unread_block_is_closed_for_room_never_written_again():
+    blocks = SharedBlocks(limit=MIB, stale_after=0.0)
     try:
         late = blocks.lend([_bytes(MIB, 1)])[0]
-        again = blocks.lend([_bytes(MIB, 2)])[0]
-        assert _fd(again) == _fd(late)
-        with pytest.raises(ProtocolError, match="reused"):
+        again = blocks.lend([_bytes(MIB, 2)])[0]  # the stale block made room
+        with pytest.raises(ProtocolError):  # its late reader never gets another's data
             blocks.take(late)
         assert bytes(blocks.take(again)) == bytes(_bytes(MIB, 2))
     finally:
         blocks.close()
+
+
+def test_a_dropped_message_gives_its_blocks_back_and_a_failed_one_frees_the_rest():
+    assert shared_buffers.BLOCKS.unread() == 0
+    frames = envelope.encode(Kind.RPC_CALL, 7, (np.ones(SHARED_MIN // 8), np.ones(SHARED_MIN // 8)),
+                             SAME_HOST)
+    assert shared_buffers.BLOCKS.unread() == 2
+    envelope.discard(frames)
+    assert shared_buffers.BLOCKS.unread() == 0
+    frames = envelope.encode(Kind.RPC_CALL, 8, (np.ones(SHARED_MIN // 8), np.ones(SHARED_MIN // 8)),
+                             SAME_HOST)
+    second, frames[3] = frames[3], bytes(DESCRIPTOR.size)  # names nothing now
+    with pytest.raises(ProtocolError, match="cannot map"):
+        envelope.read_payload(envelope.read_header(frames), frames)
+    assert shared_buffers.BLOCKS.unread() == 1  # the first one given back
+    shared_buffers.discard([second])
+    assert shared_buffers.BLOCKS.unread() == 0
+
+
+def test_more_buffers_than_a_message_may_lend_travel_as_frames():
+    arrays = [np.ones(SHARED_MIN // 8) for _ in range(shared_buffers.MAX_LENT + 1)]
+    frames = envelope.encode(Kind.RPC_CALL, 7, arrays, SAME_HOST)
+    assert not envelope.read_header(frames).flags & SHARED
+
+
+def test_a_memfd_of_the_right_name_but_not_sealed_is_refused(blocks):
+    import secrets
+
+    fd = os.memfd_create("actorgrad-buffers")
+    try:
+        os.ftruncate(fd, 2 * MIB)
+        with pytest.raises(ProtocolError, match="not a shared-buffer block"):
+            blocks.take(DESCRIPTOR.pack(os.getpid(), fd, secrets.token_bytes(16), 1, 10))
+    finally:
+        os.close(fd)
+
+
+def test_a_forked_child_starts_with_no_blocks_of_its_parent():
+    descriptor = shared_buffers.BLOCKS.lend([_bytes(MIB)])[0]
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh table, and the parent's block is left alone
+        os._exit(0 if shared_buffers.BLOCKS.unread() == 0 else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert bytes(shared_buffers.BLOCKS.take(descriptor)) == bytes(_bytes(MIB))
 
 
 def test_past_the_limit_free_blocks_make_room_and_unread_ones_are_kept():

@@ -62,6 +62,7 @@ class Calling:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
         except ActorStoppedError:
             self._peers.forget(req_id)
+            envelope.discard(frames)
             raise
         return future
 
@@ -184,6 +185,7 @@ class Calling:
         if pending is None:
             log.debug("reply_without_request_dropped", actor=self.name, peer=peer,
                       req_id=header.req_id)
+            envelope.discard(frames)
             return
         self._peers.answered(pending)
         try:

@@ -118,6 +118,7 @@ class Serving:
             if header.flags & (RESPONSE | PUSH):
                 log.warning("stray_response_dropped", actor=self.name,
                             kind=kind_name(header.kind), req_id=header.req_id)
+                envelope.discard(frames)
                 return None
             registration = self._handlers.get(header.kind)
             if registration is None:
@@ -145,6 +146,7 @@ class Serving:
         logged.
         """
         header = envelope.peek_header(frames)
+        envelope.discard(frames)
         log.warning("bad_request", actor=self.name, frames=len(frames),
                     kind=None if header is None else kind_name(header.kind),
                     req_id=None if header is None else header.req_id,

@@ -144,6 +144,7 @@ class Channel:
                     if RECORDING:  # the late answer to an earlier call that timed out
                         record((monotonic_ns(), ANSWERED, self.address, header.kind,
                                 header.req_id, 0, envelope.message_bytes(reply), None, None))
+                    envelope.discard(reply)
                     continue
                 calling, conn.calling = conn.calling, None
                 if calling is not None:

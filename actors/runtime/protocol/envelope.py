@@ -6,6 +6,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..errors import ProtocolError
 from . import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, SAME_HOST, SHARED, Flag, Header,
                json_codec, pack_header, serialization, unpack_header)
+from . import shared_buffers
 from .shared_buffers import shared_frames, taken_buffers
 from .bounded import text_of
 from .remote_errors import error_payload
@@ -121,6 +122,13 @@ def read_header(frames: Sequence[Any]) -> Header:
             f"got {len(frames) - 1} frame(s) after the header (expected {header.nbufs + 1})"
         )
     return header
+
+
+def discard(frames: Sequence[Any]) -> None:
+    """Give back the shared-memory blocks of a message dropped without being decoded."""
+    header = peek_header(frames)
+    if header is not None and header.flags & SHARED:
+        shared_buffers.discard([_buffer(f) for f in frames[2:]])
 
 
 def peek_header(frames: Sequence[Any]) -> Optional[Header]:

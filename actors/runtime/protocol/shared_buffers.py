@@ -7,28 +7,34 @@ more in all, the sender copies each buffer into a *block* of shared memory it ow
 sends a small descriptor frame in its place, and flags the message ``SHARED``. The
 receiver maps the block once, copies the buffer out and marks the block free again:
 one copy on each side, where frames cross the kernel's TCP stack twice and land in
-memory ZeroMQ allocates for each message.
+memory ZeroMQ allocates for each message. A message lends at most `MAX_LENT` buffers.
 
-A block is anonymous memory (`memfd_create`), mapped by its readers through
-``/proc/<pid>/fd/<fd>``; its head holds a random nonce (a descriptor that names
-another process's descriptor is refused), a generation counted up at each use, and
-a mark: written and not yet read, or free. The sender reuses a block only once its
-reader has cleared the mark; a block whose message was never read (its receiver
-died, or dropped the message) is reused only after `STALE_AFTER` seconds, and its
-generation then tells a late reader that the buffer is gone. The blocks of a
-process are at most `LIMIT` bytes together; past that, buffers travel as frames.
+A block is anonymous memory (`memfd_create`, sealed at its size so that no reader
+can be faulted by a shrink), mapped by its readers through ``/proc/<pid>/fd/<fd>``;
+its head holds a random nonce (a descriptor that names another process's descriptor
+is refused), a generation counted up at each use, and a mark: written and not yet
+read, or free. The sender writes a block again only once its reader has cleared the
+mark. A block whose message is dropped unread gives its block back (`discard`); one
+still unread after `STALE_AFTER` seconds (its reader died) is closed, never written
+again, when room is needed. The blocks of a process are at most `LIMIT` bytes
+together; past that, or when the system refuses a block, buffers travel as frames.
 
-The receiver holds no descriptor: a mapping costs memory only, and at most
-`MAPPED_LIMIT` bytes of mappings are kept. Pickles only: a process in safe mode
-refuses ``SHARED`` messages before touching memory, as it refuses their pickles.
-``ACTORGRAD_SHARED_MEMORY=0`` turns the path off for the messages this process sends.
+The receiver holds no descriptor: a mapping costs memory only, it is dropped once
+its block is closed, and at most `MAPPED_LIMIT` bytes of mappings are kept. Pickles
+only: a process in safe mode refuses ``SHARED`` messages before touching memory, as
+it refuses their pickles, and a peer that may send pickles may run code here anyway.
+The mark is written after the data with plain stores, which x86-64 keeps in order;
+elsewhere the path is off. ``ACTORGRAD_SHARED_MEMORY=0`` turns it off for a process:
+its host key is then empty, so no peer lends to it and it lends to none.
 """
 from __future__ import annotations
 
 import collections
 import ctypes
+import fcntl
 import mmap
 import os
+import platform
 import secrets
 import struct
 import threading
@@ -43,7 +49,8 @@ SWITCH_VARIABLE = "ACTORGRAD_SHARED_MEMORY"
 SHARED_MIN = 2 << 20  # bytes of buffers in a message below which frames are as quick
 LIMIT = 1 << 30  # bytes of blocks one process keeps
 MAPPED_LIMIT = 1 << 30  # bytes of other processes' blocks one process keeps mapped
-STALE_AFTER = 60.0  # seconds after which an unread block may be written again
+STALE_AFTER = 60.0  # seconds after which an unread block may be closed to make room
+MAX_LENT = 16  # buffers of one message at most (each is a block and a descriptor)
 _GRAIN = 1 << 20  # block capacities are multiples of this
 _MEMFD_NAME = "actorgrad-buffers"
 
@@ -55,7 +62,10 @@ _FREE, _WRITTEN = 0, 1
 # A descriptor frame: pid, fd, nonce, generation, length.
 DESCRIPTOR = struct.Struct("<II16sQQ")
 
-AVAILABLE = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd")
+_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
+
+AVAILABLE = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd") \
+    and platform.machine() in ("x86_64", "AMD64")
 
 
 def enabled() -> bool:
@@ -68,7 +78,7 @@ _ON = enabled()
 def host_key() -> str:
     """What two processes share when each can map the other's blocks: the kernel's
     boot, the pid namespace and the user; empty where the path is off."""
-    if not enabled():
+    if not _ON:
         return ""
     try:
         with open("/proc/sys/kernel/random/boot_id") as boot:
@@ -119,9 +129,10 @@ class _Block:
     __slots__ = ("fd", "mapping", "memory", "capacity", "nonce", "generation", "written_at")
 
     def __init__(self, capacity: int):
-        self.fd = os.memfd_create(_MEMFD_NAME, os.MFD_CLOEXEC)
+        self.fd = os.memfd_create(_MEMFD_NAME, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         try:
             os.ftruncate(self.fd, _DATA_AT + capacity)
+            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
             self.mapping = _Mapping(self.fd)
         except BaseException:
             os.close(self.fd)
@@ -135,6 +146,9 @@ class _Block:
 
     def unread(self) -> bool:
         return self.memory[_MARK_AT] == _WRITTEN
+
+    def stale(self, now: float, after: float) -> bool:
+        return self.unread() and now - self.written_at > after
 
     def write(self, buffer: memoryview, now: float) -> bytes:
         """Copy `buffer` in, mark it written; its descriptor."""
@@ -157,8 +171,8 @@ class _Block:
 class SharedBlocks:
     """This process's blocks (`lend`) and its mappings of other processes' (`take`).
 
-    `limit` bounds the bytes of its blocks; an unread block is written again after
-    `stale_after` seconds.
+    `limit` bounds the bytes of its blocks; a block unread for `stale_after` seconds
+    may be closed to make room.
     """
 
     def __init__(self, limit: int = LIMIT, stale_after: float = STALE_AFTER) -> None:
@@ -171,39 +185,49 @@ class SharedBlocks:
 
     def lend(self, buffers: Sequence[memoryview]) -> Optional[List[bytes]]:
         """Copy each buffer into a free block: their descriptors, or None (nothing
-        written) when the blocks would pass `LIMIT`."""
+        written) when the blocks would pass the limit or the system refuses one."""
         now = time.monotonic()
         with self._lock:
             chosen: List[_Block] = []
             for buffer in buffers:
-                block = self._free_block(buffer.nbytes, now, chosen)
+                try:
+                    block = self._free_block(buffer.nbytes, now, chosen)
+                except OSError:  # out of descriptors or memory, or memfd refused
+                    block = None
                 if block is None:
                     return None
                 chosen.append(block)
             return [block.write(buffer, now) for block, buffer in zip(chosen, buffers)]
 
     def _free_block(self, size: int, now: float, taken: List[_Block]) -> Optional[_Block]:
-        fitting = [b for b in self._blocks if b.capacity >= size and b not in taken
-                   and (not b.unread() or now - b.written_at > self.stale_after)]
+        fitting = [b for b in self._blocks
+                   if b.capacity >= size and b not in taken and not b.unread()]
         if fitting:
             return min(fitting, key=lambda b: b.capacity)
         capacity = -(-size // _GRAIN) * _GRAIN
-        spare = sorted((b for b in self._blocks if b not in taken and not b.unread()),
+        spare = sorted((b for b in self._blocks if b not in taken
+                        and (not b.unread() or b.stale(now, self.stale_after))),
                        key=lambda b: b.capacity)
         while sum(b.capacity for b in self._blocks) + capacity > self.limit:
             if not spare:
                 return None
-            evicted = spare.pop()
-            self._blocks.remove(evicted)
-            evicted.close()
+            self._close(spare.pop())
         block = _Block(capacity)
         self._blocks.append(block)
         return block
 
+    def _close(self, block: _Block) -> None:
+        """Close `block`; hold `_lock`. A reader that mapped it keeps its memory until it
+        unmaps; one that had not can no longer open it."""
+        self._blocks.remove(block)
+        block.close()
+
     def unread(self) -> int:
-        """How many blocks hold a buffer no reader has taken yet."""
+        """How many blocks hold a buffer that a live reader may still take (written
+        less than `stale_after` seconds ago and not taken yet)."""
+        now = time.monotonic()
         with self._lock:
-            return sum(1 for b in self._blocks if b.unread())
+            return sum(1 for b in self._blocks if b.unread() and not b.stale(now, self.stale_after))
 
     def mapped(self) -> int:
         """How many blocks of other processes this process keeps mapped."""
@@ -211,13 +235,13 @@ class SharedBlocks:
             return len(self._mapped)
 
     def release(self) -> None:
-        """Close the blocks no reader waits for and unmap other processes' blocks: what
-        an RPC worker does as it leaves, its messages all read."""
+        """Close the blocks no reader waits for (free or stale) and unmap other
+        processes' blocks: what an RPC worker does as it leaves, its messages all read."""
+        now = time.monotonic()
         with self._lock:
-            free = [b for b in self._blocks if not b.unread()]
-            self._blocks = [b for b in self._blocks if b.unread()]
-        for block in free:
-            block.close()
+            for block in [b for b in self._blocks
+                          if not b.unread() or b.stale(now, self.stale_after)]:
+                self._close(block)
         self._unmap_all()
 
     def drain(self, deadline: float) -> int:
@@ -229,11 +253,12 @@ class SharedBlocks:
                 return left
             time.sleep(0.001)
 
-    def take(self, descriptor: bytes) -> memoryview:
-        """The buffer `descriptor` names, copied out of its block, which is then free.
+    def take(self, descriptor: bytes, copy: bool = True) -> Optional[memoryview]:
+        """The buffer `descriptor` names, copied out of its block, which is then free
+        (without `copy`: only freed, for a message dropped unread).
 
         ProtocolError when the descriptor is malformed, names no block of ours that
-        this process can map, or a buffer that was already read or reused.
+        this process can map, or a buffer that was already read.
         """
         try:
             pid, fd, nonce, generation, length = DESCRIPTOR.unpack(bytes(descriptor))
@@ -241,22 +266,21 @@ class SharedBlocks:
             raise ProtocolError(f"malformed shared-buffer descriptor "
                                 f"({len(descriptor)} bytes, expected {DESCRIPTOR.size})") from None
         with self._mapped_lock:
-            mapping = self._map(pid, fd, nonce)
-            memory = mapping.view
+            memory = self._map(pid, fd, nonce).view
             if length > len(memory) - _DATA_AT:
                 raise ProtocolError(f"shared buffer of {length} bytes does not fit its block")
             if _HEAD.unpack_from(memory)[1:] != (generation, _WRITTEN):
-                raise ProtocolError("shared buffer already read or reused: it waited longer "
-                                    f"than {STALE_AFTER:g}s to be read")
-            out = np.empty(length, np.uint8)
-            out[:] = np.frombuffer(memory, np.uint8, length, _DATA_AT)
-            if _HEAD.unpack_from(memory)[1] != generation:
-                raise ProtocolError("shared buffer reused while it was read")
+                raise ProtocolError("shared buffer already read")
+            out = None
+            if copy:
+                out = np.empty(length, np.uint8)
+                out[:] = np.frombuffer(memory, np.uint8, length, _DATA_AT)
             memory[_MARK_AT] = _FREE
-        return memoryview(out)
+        return None if out is None else memoryview(out)
 
     def _map(self, pid: int, fd: int, nonce: bytes) -> _Mapping:
         """The block `(pid, fd)` mapped here, checked against `nonce`; hold `_mapped_lock`."""
+        self._unmap_closed()
         known = self._mapped.get((pid, fd))
         if known is not None and known[0] == nonce:
             self._mapped.move_to_end((pid, fd))
@@ -267,6 +291,9 @@ class SharedBlocks:
                 raise ProtocolError(f"{path} is not a shared-buffer block")
             handle = os.open(path, os.O_RDWR)
             try:
+                # Checked on the descriptor opened, not the path: a sealed memfd.
+                if fcntl.fcntl(handle, fcntl.F_GET_SEALS) & _SEALS != _SEALS:
+                    raise ProtocolError(f"{path} is not a shared-buffer block")
                 memory = _Mapping(handle)
             finally:
                 os.close(handle)
@@ -278,13 +305,16 @@ class SharedBlocks:
             raise ProtocolError(f"{path} is not the sender's shared-buffer block")
         if known is not None:
             self._unmap((pid, fd))
-        for gone in [key for key in self._mapped if not os.path.exists("/proc/%d/fd/%d" % key)]:
-            self._unmap(gone)  # closed by its owner, or its owner ended
         self._mapped[pid, fd] = (nonce, memory)
         while sum(len(m) for _, m in self._mapped.values()) > MAPPED_LIMIT \
                 and len(self._mapped) > 1:
             self._unmap(next(iter(self._mapped)))
         return memory
+
+    def _unmap_closed(self) -> None:
+        """Unmap the blocks their owners closed, or whose owners ended; hold `_mapped_lock`."""
+        for gone in [key for key in self._mapped if not os.path.exists("/proc/%d/fd/%d" % key)]:
+            self._unmap(gone)
 
     def _unmap(self, key: Tuple[int, int]) -> None:
         _, memory = self._mapped.pop(key)
@@ -308,9 +338,11 @@ BLOCKS = SharedBlocks()
 
 
 def _forget_the_parent() -> None:
-    """A forked child must never write into its parent's blocks."""
+    """A forked child must never write into its parent's blocks. Their locks may have
+    been held by a thread that the child does not have: they are not taken."""
     global BLOCKS
     old, BLOCKS = BLOCKS, SharedBlocks()
+    old._lock, old._mapped_lock = threading.Lock(), threading.Lock()
     old.close()
 
 
@@ -319,14 +351,30 @@ os.register_at_fork(after_in_child=_forget_the_parent)
 
 def shared_frames(buffers: List[memoryview]) -> Optional[List[bytes]]:
     """Descriptors for `buffers` lent through shared memory, or None to send them as
-    frames (too small together, the path off, or no room)."""
-    if not buffers or sum(b.nbytes for b in buffers) < SHARED_MIN or not _ON:
+    frames (too small together, too many, the path off, or no room)."""
+    if not _ON or not 0 < len(buffers) <= MAX_LENT or sum(b.nbytes for b in buffers) < SHARED_MIN:
         return None
     return BLOCKS.lend(buffers)
 
 
 def taken_buffers(frames: Sequence[object]) -> List[memoryview]:
-    """The buffers a ``SHARED`` message's descriptor frames name, copied out."""
+    """The buffers a ``SHARED`` message's descriptor frames name, copied out; when one
+    fails, the others' blocks are given back before the error is raised."""
     blocks = BLOCKS
-    return [blocks.take(frame) for frame in frames]
+    try:
+        return [blocks.take(frame) for frame in frames]
+    except ProtocolError:
+        discard(frames)
+        raise
+
+
+def discard(frames: Sequence[object]) -> None:
+    """Give back the blocks a ``SHARED`` message's descriptor frames name, unread (the
+    message is dropped); descriptors that name none are skipped."""
+    blocks = BLOCKS
+    for frame in frames:
+        try:
+            blocks.take(frame, copy=False)
+        except ProtocolError:
+            pass
 
