@@ -18,7 +18,6 @@ the `Transport`, so a dropped transport stops its actor.
 from __future__ import annotations
 
 import contextlib
-import os
 import time
 from typing import Any, Dict, Iterator, List, Sequence, Set
 
@@ -28,7 +27,7 @@ from actors.network import host_of
 from actors.runtime import Actor, ActorStoppedError, Kind, Message, PeerLostError
 from actors.runtime.concurrency.futures import failures_by
 from actors.runtime.process.log import get_logger
-from actors.runtime.protocol.shared_buffers import SWITCH_VARIABLE
+from actors.runtime.protocol.shared_buffers import switched_on
 from actors.runtime.protocol.serialization import INBAND_LIMIT
 
 from .inbox import Inbox
@@ -99,7 +98,7 @@ class Transport:
         # every rank must agree on it.
         self._hosted = {r for r, address in enumerate(addresses)
                         if r != self.rank and host_of(address) == host} \
-            if os.environ.get(SWITCH_VARIABLE, "1") != "0" else set()
+            if switched_on() else set()
         self._shared.set_peers(len(addresses), self._hosted)
         deadline = time.monotonic() + timeout
         pings = {r: self._actor.request(address, Kind.PING, None, timeout)

@@ -7,7 +7,6 @@ from ..errors import ProtocolError
 from . import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, SAME_HOST, SHARED, Flag, Header,
                json_codec, pack_header, serialization, unpack_header)
 from . import shared_buffers
-from .shared_buffers import shared_frames, taken_buffers
 from .bounded import text_of
 from .remote_errors import error_payload
 
@@ -85,7 +84,7 @@ def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
     else:
         body, buffers = _dumps(payload, json)
     if flags & SAME_HOST and buffers and not json:
-        descriptors = shared_frames(buffers)
+        descriptors = shared_buffers.shared_frames(buffers)
         if descriptors is not None:
             buffers, flags = descriptors, flags | SHARED
     return [pack_header(kind, req_id, flags, len(buffers)), body, *buffers]
@@ -153,7 +152,7 @@ def read_payload(header: Header, frames: Sequence[Any]) -> Any:
             if header.flags & JSON or not serialization.pickle_allowed():
                 raise ProtocolError("shared-memory buffers come only with a pickle, "
                                     "which this process does not load")
-            buffers = taken_buffers(buffers)
+            buffers = shared_buffers.taken_buffers(buffers)
         if header.flags & JSON:
             return json_codec.loads(body, buffers)
         return serialization.loads(body, buffers)

@@ -68,8 +68,14 @@ AVAILABLE = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd") \
     and platform.machine() in ("x86_64", "AMD64")
 
 
+def switched_on() -> bool:
+    """Whether ``ACTORGRAD_SHARED_MEMORY`` leaves same-host shared memory on (the
+    process groups' regions read it too)."""
+    return os.environ.get(SWITCH_VARIABLE, "1") != "0"
+
+
 def enabled() -> bool:
-    return AVAILABLE and os.environ.get(SWITCH_VARIABLE, "1") != "0"
+    return AVAILABLE and switched_on()
 
 
 _ON = enabled()
