@@ -217,3 +217,41 @@ def test_drain_waits_for_the_reader_and_gives_up_at_its_deadline(blocks):
         assert blocks.drain(time.monotonic() + 30) == 0
     finally:
         reader.join(30)
+
+
+def test_a_block_mapped_already_is_read_after_its_owner_closed_it():
+    owner, reader = SharedBlocks(), SharedBlocks()
+    try:
+        reader.take(owner.lend([_bytes(MIB, 1)])[0])  # mapped by the reader now
+        again = owner.lend([_bytes(MIB, 2)])[0]
+        owner.close()  # e.g. closed as stale while the message was on its way
+        assert bytes(reader.take(again)) == bytes(_bytes(MIB, 2))
+    finally:
+        reader.close()
+
+
+def test_safe_mode_drops_a_shared_message_without_touching_its_memory():
+    frames = envelope.encode(Kind.RPC_CALL, 7, np.ones(SHARED_MIN // 4, np.float32), SAME_HOST)
+    mapped = shared_buffers.BLOCKS.mapped()
+    serialization.allow_pickle(False)
+    try:
+        envelope.discard(frames)
+    finally:
+        serialization.allow_pickle(True)
+    assert shared_buffers.BLOCKS.unread() == 1 and shared_buffers.BLOCKS.mapped() == mapped
+    envelope.discard(frames)
+    assert shared_buffers.BLOCKS.unread() == 0
+
+
+def test_a_copy_that_fails_for_want_of_memory_gives_every_block_back(monkeypatch):
+    frames = envelope.encode(Kind.RPC_CALL, 7, (np.ones(SHARED_MIN // 8), np.ones(SHARED_MIN // 8)),
+                             SAME_HOST)
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError("no room for the copy")
+
+    monkeypatch.setattr(shared_buffers.np, "empty", no_memory)
+    with pytest.raises(ProtocolError, match="MemoryError"):
+        envelope.read_payload(envelope.read_header(frames), frames)
+    monkeypatch.undo()
+    assert shared_buffers.BLOCKS.unread() == 0

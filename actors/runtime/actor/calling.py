@@ -59,7 +59,8 @@ class Calling:
             future, peer, kind, timeout, what, threading.get_ident(), now, req_id,
             message_bytes(frames) if RECORDING else 0))
         try:
-            self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline)
+            self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline,
+                                    message=frames)
         except ActorStoppedError:
             self._peers.forget(req_id)
             envelope.discard(frames)
@@ -132,11 +133,13 @@ class Calling:
             self._arm_expiry()
         reason = self._peers.lost(peer)
         if reason is not None:
+            envelope.discard(frames)
             self._fail_request(req_id, PeerLostError(peer, f"the connection is down ({reason})"))
             return
         try:
             self._peers.left_as(req_id, self._mailbox.send_now(peer, frames))
         except Exception as exc:  # noqa: BLE001 - e.g. an address ZeroMQ cannot connect to
+            envelope.discard(frames)
             self._fail_request(req_id, PeerLostError(peer, f"cannot send: {exc}"))
 
     def _fail_request(self, req_id: int, exc: BaseException) -> None:

@@ -23,6 +23,7 @@ from ..io.security import secure
 from ..process import at_exit
 from ..process.log import get_logger
 from ..protocol import Kind
+from ..protocol import envelope
 from ..protocol.envelope import Message
 from .calling import Calling
 from .serving import Handler, Registration, Serving
@@ -58,7 +59,7 @@ class ActorCore(Calling, Serving):
         self._peers = PeerTable(liveness)
         self._router = None if address is None else Router(address, *liveness)
         self._mailbox = Mailbox(name, self._peers, self._on_reply, self._on_peer_lost,
-                                self._teardown, routing_id)
+                                self._teardown, routing_id, envelope.discard)
         if self._router is not None and workers_receive:
             self._pool: WorkerPool = LeaderPool(num_worker_threads, name, self._router,
                                                 self._accept_for_worker, self._mailbox.call_soon,

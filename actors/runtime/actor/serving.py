@@ -179,8 +179,8 @@ class Serving:
         self._send_to_sender(msg.sender, frames)
 
     def _send_to_sender(self, identity: bytes, frames: list) -> None:
-        if self._router is not None:
-            self._router.send(identity, frames)
+        if self._router is None or not self._router.send(identity, frames):
+            envelope.discard(frames)
 
     def _reply_with(self, msg: Message, done: Future) -> None:
         exc = done.exception()

@@ -113,13 +113,21 @@ class Channel:
         deadline = None if timeout is None else time.monotonic() + timeout
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
-        conn = self._connection(self.connect_timeout)
+        try:
+            conn = self._connection(self.connect_timeout)
+        except BaseException:
+            envelope.discard(frames)
+            raise
         drops = conn.drops
         if RECORDING:  # taken before it leaves: see ActorCore.request
             conn.calling = ((monotonic_ns(), SENT, self.address, kind, req_id,
                              envelope.message_bytes(frames), 0, what, None), timeout)
         try:
-            send_frames(conn.socket, frames)
+            try:
+                send_frames(conn.socket, frames)
+            except BaseException:
+                envelope.discard(frames)
+                raise
             about_to_block()
             while True:
                 try:

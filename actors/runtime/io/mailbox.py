@@ -61,11 +61,13 @@ class Mailbox:
     def __init__(self, name: str, peers: PeerTable,
                  on_reply: Callable[[str, List[zmq.Frame]], None],
                  on_peer_lost: Callable[[str, str], None], on_closed: Callable[[], None],
-                 routing_id: Optional[bytes] = None):
+                 routing_id: Optional[bytes] = None,
+                 on_unsent: Callable[[List[Any]], None] = lambda message: None):
         self.name = name
         self._peers = peers
         self._routing_id = routing_id
         self._on_reply, self._on_peer_lost, self._on_closed = on_reply, on_peer_lost, on_closed
+        self._on_unsent = on_unsent
         self._dealers: Dict[str, zmq.Socket] = {}
         self._dealer_peers: Dict[zmq.Socket, str] = {}
         self._dealer_monitors: Dict[str, zmq.Socket] = {}
@@ -125,11 +127,16 @@ class Mailbox:
 
     # ---- thread-safe entry points -------------------------------------------------
 
-    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Run `fn(*args)` on the I/O thread, soon; callable from any thread."""
+    def call_soon(self, fn: Callable[..., Any], *args: Any,
+                  message: Optional[List[Any]] = None) -> None:
+        """Run `fn(*args)` on the I/O thread, soon; callable from any thread.
+
+        `message`: the frames the command sends, handed to `on_unsent` if the loop
+        stops before running it.
+        """
         if self._stopping:
             raise ActorStoppedError(f"actor {self.name} is stopped")
-        self._commands.append((fn, args))
+        self._commands.append((fn, args, message))
         # Append before reading the flag; the loop clears the flag before draining.
         if not self._wake_pending:
             self._wake_pending = True
@@ -157,7 +164,7 @@ class Mailbox:
         if self.in_io_thread():
             self.send_now(address, frames)
         else:
-            self.call_soon(self.send_now, address, frames)
+            self.call_soon(self.send_now, address, frames, message=frames)
 
     def send_now(self, address: str, frames: List[Any]) -> int:
         """Send on the DEALER to `address`, opening it on first use; I/O thread only.
@@ -261,7 +268,7 @@ class Mailbox:
         self._wake_pending = False
         commands = self._commands
         while commands:
-            fn, args = commands.popleft()
+            fn, args, _ = commands.popleft()
             try:
                 fn(*args)
             except Exception:  # noqa: BLE001
@@ -302,7 +309,10 @@ class Mailbox:
         self._dealer_peers.clear()
         self._dealer_monitors.clear()
         self._timers.clear()
-        self._commands.clear()
+        while self._commands:
+            message = self._commands.popleft()[2]
+            if message is not None:
+                self._dispatch(self._on_unsent, message)
         # The teardown closes the router, which switches off its monitor first.
         self._dispatch(self._on_closed)
         if self._sender_monitor is not None:

@@ -95,21 +95,25 @@ class Router:
         del frames[0]
         return identity, frames
 
-    def send(self, identity: bytes, frames: List[Any]) -> None:
-        """Send `frames` to the peer `identity`; a vanished peer's reply is dropped."""
+    def send(self, identity: bytes, frames: List[Any]) -> bool:
+        """Send `frames` to the peer `identity`; False when they were dropped (the peer
+        vanished, or the router is closed)."""
         reader = self._is_reader()
         with self._lock:
             sock = self._sock
             if sock is None:
-                return
+                return False
+            sent = True
             try:
                 send_frames(sock, [identity, *frames])
             except zmq.ZMQError as exc:
                 # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
                 log.info("reply_undeliverable", address=self.address, reason=str(exc))
+                sent = False
             waiting = not reader and sock.getsockopt(EVENTS) & POLLIN
         if waiting:
             self._wake_reader()
+        return sent
 
     def track_senders(self) -> zmq.Socket:
         """Note the connection of each sender; returns the disconnect monitor to read.

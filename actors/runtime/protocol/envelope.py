@@ -124,7 +124,10 @@ def read_header(frames: Sequence[Any]) -> Header:
 
 
 def discard(frames: Sequence[Any]) -> None:
-    """Give back the shared-memory blocks of a message dropped without being decoded."""
+    """Give back the shared-memory blocks of a message dropped without being decoded
+    (a process in safe mode touches no such memory: it leaves them to go stale)."""
+    if not frames or not serialization.pickle_allowed():
+        return
     header = peek_header(frames)
     if header is not None and header.flags & SHARED:
         shared_buffers.discard([_buffer(f) for f in frames[2:]])

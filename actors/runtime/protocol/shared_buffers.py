@@ -285,12 +285,17 @@ class SharedBlocks:
         return None if out is None else memoryview(out)
 
     def _map(self, pid: int, fd: int, nonce: bytes) -> _Mapping:
-        """The block `(pid, fd)` mapped here, checked against `nonce`; hold `_mapped_lock`."""
-        self._unmap_closed()
+        """The block `(pid, fd)` mapped here, checked against `nonce`; hold `_mapped_lock`.
+
+        A block mapped already is used even if its owner has closed it since: the
+        mapping keeps its memory, and the mark says whether it holds the buffer.
+        """
         known = self._mapped.get((pid, fd))
         if known is not None and known[0] == nonce:
             self._mapped.move_to_end((pid, fd))
             return known[1]
+        self._unmap_closed()
+        known = self._mapped.get((pid, fd))
         path = f"/proc/{pid}/fd/{fd}"
         try:
             if not os.readlink(path).startswith(f"/memfd:{_MEMFD_NAME}"):
@@ -369,7 +374,7 @@ def taken_buffers(frames: Sequence[object]) -> List[memoryview]:
     blocks = BLOCKS
     try:
         return [blocks.take(frame) for frame in frames]
-    except ProtocolError:
+    except Exception:  # a bad descriptor, or no memory for the copy
         discard(frames)
         raise
 
