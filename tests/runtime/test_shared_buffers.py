@@ -220,38 +220,77 @@ def test_drain_waits_for_the_reader_and_gives_up_at_its_deadline(blocks):
 
 
 def test_a_block_mapped_already_is_read_after_its_owner_closed_it():
-    owner, reader = SharedBlocks(), SharedBlocks()
+    owner, other, reader = SharedBlocks(), SharedBlocks(), SharedBlocks()
     try:
         reader.take(owner.lend([_bytes(MIB, 1)])[0])  # mapped by the reader now
         again = owner.lend([_bytes(MIB, 2)])[0]
         owner.close()  # e.g. closed as stale while the message was on its way
+        reader.take(other.lend([_bytes(MIB, 3)])[0])  # a block not mapped yet
         assert bytes(reader.take(again)) == bytes(_bytes(MIB, 2))
     finally:
-        reader.close()
+        for blocks in (owner, other, reader):
+            blocks.close()
 
 
-def test_safe_mode_drops_a_shared_message_without_touching_its_memory():
+def _refuse_to_map(monkeypatch):
+    def take(self, descriptor, copy=True):
+        raise AssertionError("a process in safe mode mapped another process's block")
+
+    monkeypatch.setattr(SharedBlocks, "take", take)
+
+
+def test_safe_mode_leaves_another_process_s_blocks_untouched(monkeypatch):
+    before = shared_buffers.BLOCKS.unread()
     frames = envelope.encode(Kind.RPC_CALL, 7, np.ones(SHARED_MIN // 4, np.float32), SAME_HOST)
-    mapped = shared_buffers.BLOCKS.mapped()
+    ours = frames[2]
+    fields = list(DESCRIPTOR.unpack(ours))
+    fields[0] = os.getppid()  # as if another process had lent it
+    frames[2] = DESCRIPTOR.pack(*fields)
     serialization.allow_pickle(False)
     try:
+        _refuse_to_map(monkeypatch)
         envelope.discard(frames)
     finally:
         serialization.allow_pickle(True)
-    assert shared_buffers.BLOCKS.unread() == 1 and shared_buffers.BLOCKS.mapped() == mapped
-    envelope.discard(frames)
-    assert shared_buffers.BLOCKS.unread() == 0
+        monkeypatch.undo()
+    shared_buffers.discard([ours])
+    assert shared_buffers.BLOCKS.unread() == before
+
+
+def test_safe_mode_gives_back_its_own_unsent_blocks_without_mapping_them(monkeypatch):
+    before = shared_buffers.BLOCKS.unread()
+    frames = envelope.encode(Kind.RPC_CALL, 7, np.ones(SHARED_MIN // 4, np.float32), SAME_HOST)
+    assert shared_buffers.BLOCKS.unread() == before + 1
+    serialization.allow_pickle(False)
+    try:
+        _refuse_to_map(monkeypatch)
+        envelope.discard(frames)
+    finally:
+        serialization.allow_pickle(True)
+        monkeypatch.undo()
+    assert shared_buffers.BLOCKS.unread() == before
 
 
 def test_a_copy_that_fails_for_want_of_memory_gives_every_block_back(monkeypatch):
+    before = shared_buffers.BLOCKS.unread()
     frames = envelope.encode(Kind.RPC_CALL, 7, (np.ones(SHARED_MIN // 8), np.ones(SHARED_MIN // 8)),
                              SAME_HOST)
+    take = SharedBlocks.take
 
-    def no_memory(*args, **kwargs):
-        raise MemoryError("no room for the copy")
+    def no_memory(self, descriptor, copy=True):
+        if copy:
+            raise MemoryError("no room for the copy")
+        return take(self, descriptor, copy)
 
-    monkeypatch.setattr(shared_buffers.np, "empty", no_memory)
+    monkeypatch.setattr(SharedBlocks, "take", no_memory)
     with pytest.raises(ProtocolError, match="MemoryError"):
         envelope.read_payload(envelope.read_header(frames), frames)
     monkeypatch.undo()
-    assert shared_buffers.BLOCKS.unread() == 0
+    assert shared_buffers.BLOCKS.unread() == before
+
+
+def test_a_message_whose_header_cannot_be_packed_gives_its_blocks_back():
+    before = shared_buffers.BLOCKS.unread()
+    with pytest.raises(struct.error):
+        envelope.encode(1 << 20, 7, np.ones(SHARED_MIN // 4, np.float32), SAME_HOST)
+    assert shared_buffers.BLOCKS.unread() == before

@@ -7,12 +7,12 @@ import threading
 import numpy as np
 import pytest
 
-from actors.runtime import Actor, ActorStoppedError, PeerLostError, RequestTimeoutError
+from actors.runtime import (Actor, ActorStoppedError, Future, PeerLostError,
+                            RequestTimeoutError)
 from actors.runtime.io.channel import Channel
 from actors.runtime.protocol import shared_buffers
 from actors.runtime.protocol.shared_buffers import SHARED_MIN
 from tests.net import free_port
-from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.timeout(60),
               pytest.mark.skipif(not shared_buffers.AVAILABLE, reason="no memfd or /proc")]
@@ -26,7 +26,8 @@ def _nobody() -> str:
 
 
 @pytest.fixture
-def client():
+def quick_client():
+    """A client that finds a peer lost within a second."""
     actor = Actor(None, name="client", heartbeat=0.2, heartbeat_timeout=0.6).start()
     try:
         yield actor
@@ -34,54 +35,54 @@ def client():
         actor.stop()
 
 
-def test_a_request_to_a_peer_known_lost_gives_its_blocks_back(client):
-    address = _nobody()
+def test_a_request_to_a_peer_known_lost_gives_its_blocks_back(quick_client):
+    before, address = shared_buffers.BLOCKS.unread(), _nobody()
     with pytest.raises(PeerLostError):
-        client.request(address, HOLD, None, timeout=20).wait(30)
+        quick_client.request(address, HOLD, None, timeout=20).wait(30)
     with pytest.raises(PeerLostError):
-        client.request(address, HOLD, BIG, timeout=20, same_host=True).wait(30)
-    assert shared_buffers.BLOCKS.unread() == 0
+        quick_client.request(address, HOLD, BIG, timeout=20, same_host=True).wait(30)
+    assert shared_buffers.BLOCKS.unread() == before
 
 
 def test_a_request_queued_when_its_actor_stops_gives_its_blocks_back():
+    before = shared_buffers.BLOCKS.unread()
     actor = Actor(None, name="never-started")
     pending = actor.request(_nobody(), HOLD, BIG, timeout=20, same_host=True)
-    assert shared_buffers.BLOCKS.unread() == 1
+    assert shared_buffers.BLOCKS.unread() == before + 1
     actor.stop()
     with pytest.raises(ActorStoppedError):
         pending.wait(10)
-    assert shared_buffers.BLOCKS.unread() == 0
+    assert shared_buffers.BLOCKS.unread() == before
 
 
 def test_a_channel_call_that_cannot_connect_gives_its_blocks_back():
+    before = shared_buffers.BLOCKS.unread()
     channel = Channel(_nobody(), connect_timeout=0.3)
     try:
         with pytest.raises((PeerLostError, TimeoutError)):
             channel.call(HOLD, BIG, timeout=5, same_host=True)
     finally:
         channel.close()
-    assert shared_buffers.BLOCKS.unread() == 0
+    assert shared_buffers.BLOCKS.unread() == before
 
 
-def test_a_reply_its_actor_can_no_longer_send_gives_its_blocks_back(client):
-    entered, release = threading.Event(), threading.Event()
+def test_a_reply_its_actor_can_no_longer_send_gives_its_blocks_back(quick_client):
+    before, entered, answer = shared_buffers.BLOCKS.unread(), threading.Event(), Future()
 
     def hold(msg):
         entered.set()
-        release.wait(30)
-        return BIG
+        return answer  # replied to when the test completes it
 
     server = Actor("tcp://127.0.0.1:0", name="server", num_worker_threads=2)
     server.register(HOLD, hold)
     server.start()
     try:
-        pending = client.request(server.address, HOLD, None, timeout=30, same_host=True)
+        pending = quick_client.request(server.address, HOLD, None, timeout=30, same_host=True)
         assert entered.wait(30)
-        server.stop(timeout=0.2, deliver=False)  # its router closes; the handler still runs
-        release.set()
-        assert wait_until(lambda: shared_buffers.BLOCKS.unread() == 0, timeout=20)
+        server.stop(deliver=False)  # its router closes with the reply still to come
+        answer.set_result(BIG)  # the reply is lent and dropped on this thread
+        assert shared_buffers.BLOCKS.unread() == before
         with pytest.raises((PeerLostError, RequestTimeoutError)):
             pending.wait(30)
     finally:
-        release.set()
         server.stop()

@@ -137,10 +137,12 @@ class Calling:
             self._fail_request(req_id, PeerLostError(peer, f"the connection is down ({reason})"))
             return
         try:
-            self._peers.left_as(req_id, self._mailbox.send_now(peer, frames))
+            number = self._mailbox.send_now(peer, frames)
         except Exception as exc:  # noqa: BLE001 - e.g. an address ZeroMQ cannot connect to
             envelope.discard(frames)
             self._fail_request(req_id, PeerLostError(peer, f"cannot send: {exc}"))
+            return
+        self._peers.left_as(req_id, number)
 
     def _fail_request(self, req_id: int, exc: BaseException) -> None:
         pending = self._peers.forget(req_id)

@@ -22,8 +22,7 @@ from ..io.router import Router
 from ..io.security import secure
 from ..process import at_exit
 from ..process.log import get_logger
-from ..protocol import Kind
-from ..protocol import envelope
+from ..protocol import Kind, envelope
 from ..protocol.envelope import Message
 from .calling import Calling
 from .serving import Handler, Registration, Serving

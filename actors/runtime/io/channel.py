@@ -125,7 +125,7 @@ class Channel:
         try:
             try:
                 send_frames(conn.socket, frames)
-            except BaseException:
+            except zmq.ZMQError:  # not queued: the message cannot arrive
                 envelope.discard(frames)
                 raise
             about_to_block()

@@ -55,7 +55,9 @@ class Mailbox:
     from what the monitors see (an established connection drops, the first attempt
     to connect fails, the peer refuses the handshake); ``on_closed()`` once the loop
     has closed its sockets. Every DEALER presents `routing_id` to its peer (None:
-    one ZeroMQ makes up per connection).
+    one ZeroMQ makes up per connection). ``on_unsent(frames)`` for each message a
+    command would have sent when the loop stops before running it (the actor gives
+    back what the message holds), before ``on_closed``.
     """
 
     def __init__(self, name: str, peers: PeerTable,
@@ -310,7 +312,7 @@ class Mailbox:
         self._dealer_monitors.clear()
         self._timers.clear()
         while self._commands:
-            message = self._commands.popleft()[2]
+            _, _, message = self._commands.popleft()
             if message is not None:
                 self._dispatch(self._on_unsent, message)
         # The teardown closes the router, which switches off its monitor first.

@@ -103,13 +103,14 @@ class Router:
             sock = self._sock
             if sock is None:
                 return False
-            sent = True
             try:
                 send_frames(sock, [identity, *frames])
             except zmq.ZMQError as exc:
                 # ROUTER_MANDATORY: the requester disconnected before its reply was ready.
                 log.info("reply_undeliverable", address=self.address, reason=str(exc))
                 sent = False
+            else:
+                sent = True
             waiting = not reader and sock.getsockopt(EVENTS) & POLLIN
         if waiting:
             self._wake_reader()

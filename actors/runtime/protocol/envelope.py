@@ -87,7 +87,13 @@ def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
         descriptors = shared_buffers.shared_frames(buffers)
         if descriptors is not None:
             buffers, flags = descriptors, flags | SHARED
-    return [pack_header(kind, req_id, flags, len(buffers)), body, *buffers]
+    try:
+        header = pack_header(kind, req_id, flags, len(buffers))
+    except Exception:  # e.g. a kind out of range: the lent blocks come back
+        if flags & SHARED:
+            shared_buffers.discard(buffers)
+        raise
+    return [header, body, *buffers]
 
 
 def _dumps(payload: Any, json: bool) -> Tuple[bytes, list]:
@@ -125,12 +131,11 @@ def read_header(frames: Sequence[Any]) -> Header:
 
 def discard(frames: Sequence[Any]) -> None:
     """Give back the shared-memory blocks of a message dropped without being decoded
-    (a process in safe mode touches no such memory: it leaves them to go stale)."""
-    if not frames or not serialization.pickle_allowed():
-        return
+    (in safe mode only this process's own: it touches no other process's memory)."""
     header = peek_header(frames)
     if header is not None and header.flags & SHARED:
-        shared_buffers.discard([_buffer(f) for f in frames[2:]])
+        shared_buffers.discard([_buffer(f) for f in frames[2:]],
+                               others=serialization.pickle_allowed())
 
 
 def peek_header(frames: Sequence[Any]) -> Optional[Header]:

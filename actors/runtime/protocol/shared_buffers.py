@@ -20,7 +20,8 @@ again, when room is needed. The blocks of a process are at most `LIMIT` bytes
 together; past that, or when the system refuses a block, buffers travel as frames.
 
 The receiver holds no descriptor: a mapping costs memory only, it is dropped once
-its block is closed, and at most `MAPPED_LIMIT` bytes of mappings are kept. Pickles
+its block is closed and holds no unread buffer, and at most `MAPPED_LIMIT` bytes of
+mappings are kept. Pickles
 only: a process in safe mode refuses ``SHARED`` messages before touching memory, as
 it refuses their pickles, and a peer that may send pickles may run code here anyway.
 The mark is written after the data with plain stores, which x86-64 keeps in order;
@@ -185,7 +186,7 @@ class SharedBlocks:
         self.limit, self.stale_after = limit, stale_after
         self._lock = threading.Lock()
         self._blocks: List[_Block] = []
-        self._mapped: "collections.OrderedDict[Tuple[int, int], Tuple[bytes, _Mapping]]" = \
+        self._mapped: "collections.OrderedDict[Tuple[int, int, bytes], _Mapping]" = \
             collections.OrderedDict()
         self._mapped_lock = threading.Lock()
 
@@ -204,6 +205,21 @@ class SharedBlocks:
                     return None
                 chosen.append(block)
             return [block.write(buffer, now) for block, buffer in zip(chosen, buffers)]
+
+    def give_back(self, descriptor: bytes) -> None:
+        """Mark free the block of ours that `descriptor` names, if it still holds that
+        buffer: its message was never sent. Descriptors of other processes, or of a
+        use already over, are ignored."""
+        try:
+            pid, fd, nonce, generation, _ = DESCRIPTOR.unpack(bytes(descriptor))
+        except struct.error:
+            return
+        if pid != os.getpid():
+            return
+        with self._lock:
+            for block in self._blocks:
+                if (block.fd, block.nonce, block.generation) == (fd, nonce, generation):
+                    block.memory[_MARK_AT] = _FREE
 
     def _free_block(self, size: int, now: float, taken: List[_Block]) -> Optional[_Block]:
         fitting = [b for b in self._blocks
@@ -285,17 +301,18 @@ class SharedBlocks:
         return None if out is None else memoryview(out)
 
     def _map(self, pid: int, fd: int, nonce: bytes) -> _Mapping:
-        """The block `(pid, fd)` mapped here, checked against `nonce`; hold `_mapped_lock`.
+        """The block `(pid, fd)` with `nonce`, mapped here; hold `_mapped_lock`.
 
-        A block mapped already is used even if its owner has closed it since: the
-        mapping keeps its memory, and the mark says whether it holds the buffer.
+        A block mapped already is used even if its owner has closed it since (and
+        another block took its descriptor's number): the mapping keeps its memory,
+        and the mark says whether it holds the buffer.
         """
-        known = self._mapped.get((pid, fd))
-        if known is not None and known[0] == nonce:
-            self._mapped.move_to_end((pid, fd))
-            return known[1]
-        self._unmap_closed()
-        known = self._mapped.get((pid, fd))
+        key = (pid, fd, nonce)
+        memory = self._mapped.get(key)
+        if memory is not None:
+            self._mapped.move_to_end(key)
+            return memory
+        self._unmap_closed(pid, fd)
         path = f"/proc/{pid}/fd/{fd}"
         try:
             if not os.readlink(path).startswith(f"/memfd:{_MEMFD_NAME}"):
@@ -314,22 +331,23 @@ class SharedBlocks:
         if len(memory) < _DATA_AT or memory.view[:16] != nonce:
             memory.close()
             raise ProtocolError(f"{path} is not the sender's shared-buffer block")
-        if known is not None:
-            self._unmap((pid, fd))
-        self._mapped[pid, fd] = (nonce, memory)
-        while sum(len(m) for _, m in self._mapped.values()) > MAPPED_LIMIT \
-                and len(self._mapped) > 1:
+        self._mapped[key] = memory
+        while sum(map(len, self._mapped.values())) > MAPPED_LIMIT and len(self._mapped) > 1:
             self._unmap(next(iter(self._mapped)))
         return memory
 
-    def _unmap_closed(self) -> None:
-        """Unmap the blocks their owners closed, or whose owners ended; hold `_mapped_lock`."""
-        for gone in [key for key in self._mapped if not os.path.exists("/proc/%d/fd/%d" % key)]:
+    def _unmap_closed(self, pid: int, fd: int) -> None:
+        """Unmap the blocks their owners closed (or ended), found by their descriptor no
+        longer being open or being `(pid, fd)`, about to be mapped as another block;
+        those holding a buffer not read yet stay (its message may be on its way).
+        Hold `_mapped_lock`."""
+        for gone in [key for key, memory in self._mapped.items()
+                     if memory.view[_MARK_AT] != _WRITTEN
+                     and (key[:2] == (pid, fd) or not os.path.exists("/proc/%d/fd/%d" % key[:2]))]:
             self._unmap(gone)
 
-    def _unmap(self, key: Tuple[int, int]) -> None:
-        _, memory = self._mapped.pop(key)
-        memory.close()
+    def _unmap(self, key: Tuple[int, int, bytes]) -> None:
+        self._mapped.pop(key).close()
 
     def close(self) -> None:
         """Unmap and close everything (a forked child's copy, or the end of a test)."""
@@ -379,13 +397,18 @@ def taken_buffers(frames: Sequence[object]) -> List[memoryview]:
         raise
 
 
-def discard(frames: Sequence[object]) -> None:
+def discard(frames: Sequence[object], others: bool = True) -> None:
     """Give back the blocks a ``SHARED`` message's descriptor frames name, unread (the
-    message is dropped); descriptors that name none are skipped."""
-    blocks = BLOCKS
+    message is dropped); descriptors that name none are skipped. This process's own
+    blocks are freed where it keeps them; with `others` False, another process's are
+    left alone (to go stale) rather than mapped."""
+    blocks, pid = BLOCKS, os.getpid()
     for frame in frames:
-        try:
-            blocks.take(frame, copy=False)
-        except ProtocolError:
-            pass
+        if DESCRIPTOR.size == len(frame) and DESCRIPTOR.unpack_from(frame)[0] == pid:
+            blocks.give_back(frame)
+        elif others:
+            try:
+                blocks.take(frame, copy=False)
+            except ProtocolError:
+                pass
 
