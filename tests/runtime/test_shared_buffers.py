@@ -18,9 +18,18 @@ from actors.runtime.protocol import shared_buffers
 from actors.runtime.protocol.shared_buffers import DESCRIPTOR, SHARED_MIN, SharedBlocks
 
 pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not shared_buffers.AVAILABLE, reason="no memfd or /proc")]
+              pytest.mark.skipif(not shared_buffers.enabled(), reason="no memfd or /proc, or off")]
 
 MIB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def own_blocks(monkeypatch):
+    """The process's blocks, fresh for each test: none left unread by another."""
+    fresh = SharedBlocks()
+    monkeypatch.setattr(shared_buffers, "BLOCKS", fresh)
+    yield fresh
+    fresh.close()
 
 
 @pytest.fixture
@@ -232,65 +241,79 @@ def test_a_block_mapped_already_is_read_after_its_owner_closed_it():
             blocks.close()
 
 
-def _refuse_to_map(monkeypatch):
-    def take(self, descriptor, copy=True):
+def test_an_unread_mapping_of_a_closed_block_is_dropped_once_stale():
+    owner, other, reader = SharedBlocks(), SharedBlocks(), SharedBlocks(stale_after=0.0)
+    try:
+        reader.take(owner.lend([_bytes(MIB, 1)])[0])
+        late = owner.lend([_bytes(MIB, 2)])[0]  # its reader died, say
+        owner.close()
+        reader.take(other.lend([_bytes(MIB, 3)])[0])  # mapping a new block prunes
+        assert reader.mapped() == 1
+        with pytest.raises(ProtocolError):
+            reader.take(late)
+    finally:
+        for blocks in (owner, other, reader):
+            blocks.close()
+
+
+def _discard_in_safe_mode(blocks, frames) -> None:
+    """`envelope.discard` in safe mode, failing if it maps a block."""
+    def take(descriptor, copy=True):
         raise AssertionError("a process in safe mode mapped another process's block")
 
-    monkeypatch.setattr(SharedBlocks, "take", take)
+    blocks.take = take
+    serialization.allow_pickle(False)
+    try:
+        envelope.discard(frames)
+    finally:
+        serialization.allow_pickle(True)
+        del blocks.take
 
 
-def test_safe_mode_leaves_another_process_s_blocks_untouched(monkeypatch):
-    before = shared_buffers.BLOCKS.unread()
+def test_safe_mode_leaves_another_process_s_blocks_untouched(own_blocks):
     frames = envelope.encode(Kind.RPC_CALL, 7, np.ones(SHARED_MIN // 4, np.float32), SAME_HOST)
     ours = frames[2]
     fields = list(DESCRIPTOR.unpack(ours))
     fields[0] = os.getppid()  # as if another process had lent it
     frames[2] = DESCRIPTOR.pack(*fields)
-    serialization.allow_pickle(False)
-    try:
-        _refuse_to_map(monkeypatch)
-        envelope.discard(frames)
-    finally:
-        serialization.allow_pickle(True)
-        monkeypatch.undo()
+    _discard_in_safe_mode(own_blocks, frames)
+    assert own_blocks.unread() == 1 and own_blocks.mapped() == 0
     shared_buffers.discard([ours])
-    assert shared_buffers.BLOCKS.unread() == before
+    assert own_blocks.unread() == 0
 
 
-def test_safe_mode_gives_back_its_own_unsent_blocks_without_mapping_them(monkeypatch):
-    before = shared_buffers.BLOCKS.unread()
+def test_safe_mode_gives_back_its_own_unsent_blocks_without_mapping_them(own_blocks):
     frames = envelope.encode(Kind.RPC_CALL, 7, np.ones(SHARED_MIN // 4, np.float32), SAME_HOST)
-    assert shared_buffers.BLOCKS.unread() == before + 1
-    serialization.allow_pickle(False)
-    try:
-        _refuse_to_map(monkeypatch)
-        envelope.discard(frames)
-    finally:
-        serialization.allow_pickle(True)
-        monkeypatch.undo()
-    assert shared_buffers.BLOCKS.unread() == before
+    assert own_blocks.unread() == 1
+    _discard_in_safe_mode(own_blocks, frames)
+    assert own_blocks.unread() == 0 and own_blocks.mapped() == 0
 
 
-def test_a_copy_that_fails_for_want_of_memory_gives_every_block_back(monkeypatch):
-    before = shared_buffers.BLOCKS.unread()
+def test_a_copy_that_fails_for_want_of_memory_gives_the_other_blocks_back(own_blocks):
     frames = envelope.encode(Kind.RPC_CALL, 7, (np.ones(SHARED_MIN // 8), np.ones(SHARED_MIN // 8)),
                              SAME_HOST)
-    take = SharedBlocks.take
+    assert own_blocks.unread() == 2
+    take, copies = own_blocks.take, []
 
-    def no_memory(self, descriptor, copy=True):
+    def no_memory_for_the_second(descriptor, copy=True):
         if copy:
-            raise MemoryError("no room for the copy")
-        return take(self, descriptor, copy)
+            copies.append(descriptor)
+            if len(copies) == 2:
+                raise MemoryError("no room for the copy")
+        return take(descriptor, copy)
 
-    monkeypatch.setattr(SharedBlocks, "take", no_memory)
+    own_blocks.take = no_memory_for_the_second
     with pytest.raises(ProtocolError, match="MemoryError"):
         envelope.read_payload(envelope.read_header(frames), frames)
-    monkeypatch.undo()
-    assert shared_buffers.BLOCKS.unread() == before
+    del own_blocks.take
+    assert len(copies) == 2 and own_blocks.unread() == 0
 
 
-def test_a_message_whose_header_cannot_be_packed_gives_its_blocks_back():
-    before = shared_buffers.BLOCKS.unread()
+def test_a_message_whose_header_cannot_be_packed_gives_its_blocks_back(own_blocks):
+    lent = own_blocks.lend
+    calls = []
+    own_blocks.lend = lambda buffers: calls.append(len(buffers)) or lent(buffers)
     with pytest.raises(struct.error):
         envelope.encode(1 << 20, 7, np.ones(SHARED_MIN // 4, np.float32), SAME_HOST)
-    assert shared_buffers.BLOCKS.unread() == before
+    del own_blocks.lend
+    assert calls == [1] and own_blocks.unread() == 0

@@ -15,7 +15,7 @@ from actors.runtime.protocol.shared_buffers import SHARED_MIN
 from tests.net import free_port
 
 pytestmark = [pytest.mark.timeout(60),
-              pytest.mark.skipif(not shared_buffers.AVAILABLE, reason="no memfd or /proc")]
+              pytest.mark.skipif(not shared_buffers.enabled(), reason="no memfd or /proc, or off")]
 
 BIG = np.ones(SHARED_MIN // 4, np.float32)
 HOLD = 0xF010
@@ -23,6 +23,17 @@ HOLD = 0xF010
 
 def _nobody() -> str:
     return f"tcp://127.0.0.1:{free_port()}"
+
+
+@pytest.fixture(autouse=True)
+def own_blocks(monkeypatch):
+    """The process's blocks, fresh for each test, counting the messages that lend."""
+    fresh = shared_buffers.SharedBlocks()
+    lend, fresh.lent = fresh.lend, []
+    fresh.lend = lambda buffers: fresh.lent.append(len(buffers)) or lend(buffers)
+    monkeypatch.setattr(shared_buffers, "BLOCKS", fresh)
+    yield fresh
+    fresh.close()
 
 
 @pytest.fixture
@@ -35,39 +46,37 @@ def quick_client():
         actor.stop()
 
 
-def test_a_request_to_a_peer_known_lost_gives_its_blocks_back(quick_client):
-    before, address = shared_buffers.BLOCKS.unread(), _nobody()
+def test_a_request_to_a_peer_known_lost_gives_its_blocks_back(quick_client, own_blocks):
+    address = _nobody()
     with pytest.raises(PeerLostError):
         quick_client.request(address, HOLD, None, timeout=20).wait(30)
     with pytest.raises(PeerLostError):
         quick_client.request(address, HOLD, BIG, timeout=20, same_host=True).wait(30)
-    assert shared_buffers.BLOCKS.unread() == before
+    assert own_blocks.lent == [1] and own_blocks.unread() == 0
 
 
-def test_a_request_queued_when_its_actor_stops_gives_its_blocks_back():
-    before = shared_buffers.BLOCKS.unread()
+def test_a_request_queued_when_its_actor_stops_gives_its_blocks_back(own_blocks):
     actor = Actor(None, name="never-started")
     pending = actor.request(_nobody(), HOLD, BIG, timeout=20, same_host=True)
-    assert shared_buffers.BLOCKS.unread() == before + 1
+    assert own_blocks.unread() == 1
     actor.stop()
     with pytest.raises(ActorStoppedError):
         pending.wait(10)
-    assert shared_buffers.BLOCKS.unread() == before
+    assert own_blocks.unread() == 0
 
 
-def test_a_channel_call_that_cannot_connect_gives_its_blocks_back():
-    before = shared_buffers.BLOCKS.unread()
+def test_a_channel_call_that_cannot_connect_gives_its_blocks_back(own_blocks):
     channel = Channel(_nobody(), connect_timeout=0.3)
     try:
         with pytest.raises((PeerLostError, TimeoutError)):
             channel.call(HOLD, BIG, timeout=5, same_host=True)
     finally:
         channel.close()
-    assert shared_buffers.BLOCKS.unread() == before
+    assert own_blocks.lent == [1] and own_blocks.unread() == 0
 
 
-def test_a_reply_its_actor_can_no_longer_send_gives_its_blocks_back(quick_client):
-    before, entered, answer = shared_buffers.BLOCKS.unread(), threading.Event(), Future()
+def test_a_reply_its_actor_can_no_longer_send_gives_its_blocks_back(quick_client, own_blocks):
+    entered, answer = threading.Event(), Future()
 
     def hold(msg):
         entered.set()
@@ -81,7 +90,7 @@ def test_a_reply_its_actor_can_no_longer_send_gives_its_blocks_back(quick_client
         assert entered.wait(30)
         server.stop(deliver=False)  # its router closes with the reply still to come
         answer.set_result(BIG)  # the reply is lent and dropped on this thread
-        assert shared_buffers.BLOCKS.unread() == before
+        assert own_blocks.lent == [1] and own_blocks.unread() == 0
         with pytest.raises((PeerLostError, RequestTimeoutError)):
             pending.wait(30)
     finally:

@@ -83,15 +83,16 @@ def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
         body, buffers = payload.encoded(json)
     else:
         body, buffers = _dumps(payload, json)
+    lent = None
     if flags & SAME_HOST and buffers and not json:
-        descriptors = shared_buffers.shared_frames(buffers)
-        if descriptors is not None:
-            buffers, flags = descriptors, flags | SHARED
+        lent = shared_buffers.shared_frames(buffers)
+        if lent is not None:
+            buffers, flags = lent, flags | SHARED
     try:
         header = pack_header(kind, req_id, flags, len(buffers))
     except Exception:  # e.g. a kind out of range: the lent blocks come back
-        if flags & SHARED:
-            shared_buffers.discard(buffers)
+        if lent is not None:
+            shared_buffers.discard(lent)
         raise
     return [header, body, *buffers]
 

@@ -14,16 +14,17 @@ can be faulted by a shrink), mapped by its readers through ``/proc/<pid>/fd/<fd>
 its head holds a random nonce (a descriptor that names another process's descriptor
 is refused), a generation counted up at each use, and a mark: written and not yet
 read, or free. The sender writes a block again only once its reader has cleared the
-mark. A block whose message is dropped unread gives its block back (`discard`); one
+mark. A message dropped unread gives its blocks back (`discard`); a block
 still unread after `STALE_AFTER` seconds (its reader died) is closed, never written
 again, when room is needed. The blocks of a process are at most `LIMIT` bytes
 together; past that, or when the system refuses a block, buffers travel as frames.
 
-The receiver holds no descriptor: a mapping costs memory only, it is dropped once
-its block is closed and holds no unread buffer, and at most `MAPPED_LIMIT` bytes of
-mappings are kept. Pickles
-only: a process in safe mode refuses ``SHARED`` messages before touching memory, as
-it refuses their pickles, and a peer that may send pickles may run code here anyway.
+The receiver holds no descriptor: a mapping costs memory only. When the receiver
+maps a new block, it drops the mappings of blocks their owners have closed, unless
+one holds a buffer not read yet that was used less than `STALE_AFTER` seconds ago;
+at most `MAPPED_LIMIT` bytes of mappings are kept. Pickles only: a process in safe
+mode refuses ``SHARED`` messages before touching memory, as it refuses their
+pickles, and a peer that may send pickles may run code here anyway.
 The mark is written after the data with plain stores, which x86-64 keeps in order;
 elsewhere the path is off. ``ACTORGRAD_SHARED_MEMORY=0`` turns it off for a process:
 its host key is then empty, so no peer lends to it and it lends to none.
@@ -108,7 +109,7 @@ class _Mapping:
     """A shared read-write mapping of a whole file that keeps no descriptor open
     (Python's `mmap` keeps a duplicate of its descriptor for as long as it lives)."""
 
-    __slots__ = ("address", "size", "view")
+    __slots__ = ("address", "size", "view", "used_at")
 
     def __init__(self, fd: int):
         self.size = os.fstat(fd).st_size
@@ -118,6 +119,7 @@ class _Mapping:
             raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
         self.address = address
         self.view = memoryview((ctypes.c_char * self.size).from_address(address)).cast("B")
+        self.used_at = time.monotonic()
 
     def __len__(self) -> int:
         return self.size
@@ -208,8 +210,8 @@ class SharedBlocks:
 
     def give_back(self, descriptor: bytes) -> None:
         """Mark free the block of ours that `descriptor` names, if it still holds that
-        buffer: its message was never sent. Descriptors of other processes, or of a
-        use already over, are ignored."""
+        buffer: its message never left, or came back here and is dropped unread.
+        Descriptors of other processes, or of a use already over, are ignored."""
         try:
             pid, fd, nonce, generation, _ = DESCRIPTOR.unpack(bytes(descriptor))
         except struct.error:
@@ -297,6 +299,8 @@ class SharedBlocks:
             if copy:
                 out = np.empty(length, np.uint8)
                 out[:] = np.frombuffer(memory, np.uint8, length, _DATA_AT)
+                if _HEAD.unpack_from(memory)[1:] != (generation, _WRITTEN):
+                    raise ProtocolError("shared buffer given back while it was read")
             memory[_MARK_AT] = _FREE
         return None if out is None else memoryview(out)
 
@@ -311,6 +315,7 @@ class SharedBlocks:
         memory = self._mapped.get(key)
         if memory is not None:
             self._mapped.move_to_end(key)
+            memory.used_at = time.monotonic()
             return memory
         self._unmap_closed(pid, fd)
         path = f"/proc/{pid}/fd/{fd}"
@@ -338,11 +343,12 @@ class SharedBlocks:
 
     def _unmap_closed(self, pid: int, fd: int) -> None:
         """Unmap the blocks their owners closed (or ended), found by their descriptor no
-        longer being open or being `(pid, fd)`, about to be mapped as another block;
-        those holding a buffer not read yet stay (its message may be on its way).
-        Hold `_mapped_lock`."""
+        longer being open or being `(pid, fd)`, about to be mapped as another block.
+        One that holds a buffer not read yet stays while its message may be on its
+        way (used less than `stale_after` seconds ago). Hold `_mapped_lock`."""
+        stale = time.monotonic() - self.stale_after
         for gone in [key for key, memory in self._mapped.items()
-                     if memory.view[_MARK_AT] != _WRITTEN
+                     if (memory.view[_MARK_AT] != _WRITTEN or memory.used_at < stale)
                      and (key[:2] == (pid, fd) or not os.path.exists("/proc/%d/fd/%d" % key[:2]))]:
             self._unmap(gone)
 
