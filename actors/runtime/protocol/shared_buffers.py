@@ -14,20 +14,20 @@ can be faulted by a shrink), mapped by its readers through ``/proc/<pid>/fd/<fd>
 its head holds a random nonce (a descriptor that names another process's descriptor
 is refused), a generation counted up at each use, and a mark: written and not yet
 read, or free. The sender writes a block again only once its reader has cleared the
-mark. A message dropped unread gives its blocks back (`discard`); a block
-still unread after `STALE_AFTER` seconds (its reader died) is closed, never written
-again, when room is needed. The blocks of a process are at most `LIMIT` bytes
-together; past that, or when the system refuses a block, buffers travel as frames.
+mark. A message dropped unread gives its blocks back (`discard`); a block still
+unread after `STALE_AFTER` seconds (its reader died) is closed, never written again,
+when room is needed. The blocks of a process are at most `LIMIT` bytes together;
+past that, or when the system refuses a block, buffers travel as frames.
 
 The receiver holds no descriptor: a mapping costs memory only. When the receiver
 maps a new block, it drops the mappings of blocks their owners have closed, unless
 one holds a buffer not read yet that was used less than `STALE_AFTER` seconds ago;
 at most `MAPPED_LIMIT` bytes of mappings are kept. Pickles only: a process in safe
 mode refuses ``SHARED`` messages before touching memory, as it refuses their
-pickles, and a peer that may send pickles may run code here anyway.
-The mark is written after the data with plain stores, which x86-64 keeps in order;
-elsewhere the path is off. ``ACTORGRAD_SHARED_MEMORY=0`` turns it off for a process:
-its host key is then empty, so no peer lends to it and it lends to none.
+pickles, and a peer that may send pickles may run code here anyway. The mark is
+written after the data with plain stores, which x86-64 keeps in order; elsewhere the
+path is off. ``ACTORGRAD_SHARED_MEMORY=0`` turns it off for a process: its host key
+is then empty, so no peer lends to it and it lends to none.
 """
 from __future__ import annotations
 
