@@ -2,6 +2,7 @@ import multiprocessing as mp
 
 import pytest
 
+from actors.runtime.protocol import shared_buffers
 from tests.runtime import peers
 
 
@@ -33,3 +34,14 @@ def client():
         yield actor
     finally:
         actor.stop()
+
+
+@pytest.fixture
+def own_blocks(monkeypatch):
+    """The process's blocks, fresh for each test, counting the messages that lend."""
+    fresh = shared_buffers.SharedBlocks()
+    lend, fresh.lent = fresh.lend, []
+    fresh.lend = lambda buffers: fresh.lent.append(len(buffers)) or lend(buffers)
+    monkeypatch.setattr(shared_buffers, "BLOCKS", fresh)
+    yield fresh
+    fresh.close()

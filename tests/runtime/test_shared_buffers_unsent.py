@@ -14,7 +14,7 @@ from actors.runtime.protocol import shared_buffers
 from actors.runtime.protocol.shared_buffers import SHARED_MIN
 from tests.net import free_port
 
-pytestmark = [pytest.mark.timeout(60),
+pytestmark = [pytest.mark.timeout(60), pytest.mark.usefixtures("own_blocks"),
               pytest.mark.skipif(not shared_buffers.enabled(), reason="no memfd or /proc, or off")]
 
 BIG = np.ones(SHARED_MIN // 4, np.float32)
@@ -23,17 +23,6 @@ HOLD = 0xF010
 
 def _nobody() -> str:
     return f"tcp://127.0.0.1:{free_port()}"
-
-
-@pytest.fixture(autouse=True)
-def own_blocks(monkeypatch):
-    """The process's blocks, fresh for each test, counting the messages that lend."""
-    fresh = shared_buffers.SharedBlocks()
-    lend, fresh.lent = fresh.lend, []
-    fresh.lend = lambda buffers: fresh.lent.append(len(buffers)) or lend(buffers)
-    monkeypatch.setattr(shared_buffers, "BLOCKS", fresh)
-    yield fresh
-    fresh.close()
 
 
 @pytest.fixture

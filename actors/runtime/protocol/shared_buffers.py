@@ -208,20 +208,22 @@ class SharedBlocks:
                 chosen.append(block)
             return [block.write(buffer, now) for block, buffer in zip(chosen, buffers)]
 
-    def give_back(self, descriptor: bytes) -> None:
+    def give_back(self, descriptor: bytes) -> bool:
         """Mark free the block of ours that `descriptor` names, if it still holds that
         buffer: its message never left, or came back here and is dropped unread.
-        Descriptors of other processes, or of a use already over, are ignored."""
+        False when `descriptor` names no block of this process (malformed, or another
+        process's); a use already over is left alone."""
         try:
             pid, fd, nonce, generation, _ = DESCRIPTOR.unpack(bytes(descriptor))
         except struct.error:
-            return
+            return False
         if pid != os.getpid():
-            return
+            return False
         with self._lock:
             for block in self._blocks:
                 if (block.fd, block.nonce, block.generation) == (fd, nonce, generation):
                     block.memory[_MARK_AT] = _FREE
+        return True
 
     def _free_block(self, size: int, now: float, taken: List[_Block]) -> Optional[_Block]:
         fitting = [b for b in self._blocks
@@ -408,13 +410,12 @@ def discard(frames: Sequence[object], others: bool = True) -> None:
     message is dropped); descriptors that name none are skipped. This process's own
     blocks are freed where it keeps them; with `others` False, another process's are
     left alone (to go stale) rather than mapped."""
-    blocks, pid = BLOCKS, os.getpid()
+    blocks = BLOCKS
     for frame in frames:
-        if DESCRIPTOR.size == len(frame) and DESCRIPTOR.unpack_from(frame)[0] == pid:
-            blocks.give_back(frame)
-        elif others:
-            try:
-                blocks.take(frame, copy=False)
-            except ProtocolError:
-                pass
+        if blocks.give_back(frame) or not others:
+            continue
+        try:
+            blocks.take(frame, copy=False)
+        except ProtocolError:
+            pass
 
