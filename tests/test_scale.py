@@ -1,14 +1,16 @@
 """64 processes on this machine: an RPC world and a process group form, talk and end.
 
-Each takes about half a minute on two cores, most of it 64 interpreters starting.
-Formation times are measured by benchmarks/bench_world.py, not here.
+The 64 processes are forked from a preloaded server (`tests.preloaded`): what is
+tested is the world, not 64 interpreters starting. Formation times are measured by
+benchmarks/bench_world.py, not here.
 """
 import time
 
 import pytest
 
-from tests.distributed.ranks import ctx, run_ranks
+from tests.distributed.ranks import run_ranks
 from tests.net import free_port
+from tests.preloaded import ctx
 from tests.scale_ranks import all_reduce_rank, rpc_rank
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
@@ -46,7 +48,7 @@ def test_a_64_worker_rpc_world_forms_calls_all_to_all_and_shuts_down():
 
 
 def test_a_64_rank_process_group_forms_all_reduces_and_is_destroyed():
-    reports = run_ranks(WORLD, all_reduce_rank, timeout=REPORT_TIMEOUT)
+    reports = run_ranks(WORLD, all_reduce_rank, timeout=REPORT_TIMEOUT, context=ctx)
     assert [total for total, _, _ in reports] == [WORLD * (WORLD - 1) / 2] * WORLD
     assert max(threads for _, threads, _ in reports) <= THREADS_LIMIT
     assert max(rss for _, _, rss in reports) <= RSS_LIMIT_MIB

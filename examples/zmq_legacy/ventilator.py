@@ -29,7 +29,8 @@ def main():
 
     rng = np.random.default_rng(args.seed)
     true_w = rng.normal(size=FEATURES).astype(np.float32)
-    push = zmq.Context.instance().socket(zmq.PUSH)
+    context = zmq.Context.instance()
+    push = context.socket(zmq.PUSH)
     monitor = push.get_monitor_socket(zmq.EVENT_HANDSHAKE_SUCCEEDED)
     push.bind(f"tcp://127.0.0.1:{args.port}")
     print(f"ventilator: waiting for {args.workers} workers on port {args.port}", flush=True)
@@ -45,6 +46,7 @@ def main():
     push.disable_monitor()
     monitor.close(0)
     push.close(linger=30_000)
+    context.term()  # returns once the queued batches are out (or the linger ran out)
 
 
 if __name__ == "__main__":

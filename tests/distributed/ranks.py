@@ -38,10 +38,11 @@ def _rank_main(scenario: Callable[..., Any], rank: int, world: int, port: int, a
 
 
 def run_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: float = 60.0,
-              init: str = "tcp") -> List[Any]:
+              init: str = "tcp", context: Any = ctx) -> List[Any]:
     """Each rank's return value, in rank order; AssertionError with a rank's traceback
-    when any rank raised. `init` "env" starts each rank as the launcher would."""
-    outcomes = spawn_ranks(world, scenario, *args, timeout=timeout, init=init)
+    when any rank raised. `init` "env" starts each rank as the launcher would;
+    `context` starts the processes (spawn; `tests.preloaded.ctx` for many ranks)."""
+    outcomes = spawn_ranks(world, scenario, *args, timeout=timeout, init=init, context=context)
     for rank, (status, value) in enumerate(outcomes):
         if status != "ok":
             raise AssertionError(f"rank {rank} failed:\n{value[2]}")
@@ -50,15 +51,16 @@ def run_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: flo
 
 def spawn_ranks(world: int, scenario: Callable[..., Any], *args: Any, timeout: float = 60.0,
                 wait_for: Optional[Iterable[int]] = None, init: str = "tcp",
-                port: Optional[int] = None) -> List[tuple]:
+                port: Optional[int] = None, context: Any = ctx) -> List[tuple]:
     """Each rank's ``(status, value)``; status "ok", or "error" with (type, message, tb),
     or "missing" for a rank that reported nothing (e.g. killed, or not in `wait_for`:
     the ranks whose report is awaited, all by default; the others are killed). Rank 0
     serves the ranks' store on `port` (a free one by default)."""
     port = free_port() if port is None else port
-    results = ctx.Queue()
-    procs = [ctx.Process(target=_rank_main, args=(scenario, r, world, port, args, results, init),
-                         daemon=True) for r in range(world)]
+    results = context.Queue()
+    procs = [context.Process(target=_rank_main,
+                             args=(scenario, r, world, port, args, results, init), daemon=True)
+             for r in range(world)]
     for proc in procs:
         proc.start()
     awaited = set(range(world) if wait_for is None else wait_for)

@@ -2,30 +2,28 @@
 
 Each rank returns from its function without `destroy_process_group()` (as many torch
 scripts do), with a busy-looping process beside it, and every rank must still finish
-its `all_reduce`. The ranks run in forkserver children (cheap to start many times);
-their normal exit runs the same flush as a script's interpreter exit, which the
-launcher test at the end covers.
+its `all_reduce`. The ranks are forked from a preloaded server (`tests.preloaded`:
+cheap to start many times); their normal exit runs the same flush as a script's
+interpreter exit, which the launcher test at the end covers.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.net import free_port
+from tests.preloaded import ctx
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 50
 
-ctx = mp.get_context("forkserver")
-ctx.set_forkserver_preload(["numpy", "zmq", "actors.distributed"])
 
-
-def _rank(rank: int, world: int, port: int, size: int, results: "mp.Queue") -> None:
+def _rank(rank: int, world: int, port: int, size: int, results: Any) -> None:
     import os
 
     os.environ["ACTORGRAD_LOG_LEVEL"] = "error"

@@ -5,6 +5,7 @@ import os
 import pathlib
 import queue
 import select
+import signal
 import subprocess
 import sys
 import textwrap
@@ -87,25 +88,35 @@ class Agent:
             self.proc.wait(10)
 
 
-def wait_gone(pid: int, timeout: float) -> bool:
-    """True once process `pid` has exited (zombies count as exited), within `timeout`."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
+class Watched:
+    """A process held by its pidfd from the moment its PID is read, so that a wait or a
+    kill reaches that process even if it exits and another one is given its PID."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        try:
+            self.fd: Optional[int] = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self.fd = None  # gone already
+
+    def gone(self, timeout: float) -> bool:
+        """True once the process has exited (a zombie counts as exited), within `timeout`."""
+        if self.fd is None:
+            return True
         poller = select.poll()
-        poller.register(fd, select.POLLIN)
+        poller.register(self.fd, select.POLLIN)
         return bool(poller.poll(int(timeout * 1000)))
-    finally:
-        os.close(fd)
 
-
-def kill_quietly(pid: int) -> None:
-    try:
-        os.kill(pid, 9)
-    except ProcessLookupError:
-        pass
+    def kill(self) -> None:
+        """SIGKILL it if it still runs, and let go of the pidfd."""
+        if self.fd is None:
+            return
+        try:
+            signal.pidfd_send_signal(self.fd, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        os.close(self.fd)
+        self.fd = None
 
 
 def script(tmp_path, name, body):

@@ -4,7 +4,7 @@ import signal
 
 import pytest
 
-from tests.elastic.launcher import kill_quietly, launch, script, wait_gone
+from tests.elastic.launcher import Watched, launch, script
 from tests.net import free_port
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # not in the quick set
@@ -111,18 +111,18 @@ def test_sigterm_to_the_agent_stops_every_worker_and_leaves_no_orphan(tmp_path, 
         time.sleep(60)
         """)
     agent = launch(agents, "--standalone", "--nproc-per-node", "2", path)
-    pids = []
+    processes = []
     try:
         for rank in (0, 1):
             line = agent.wait_for_line(f"[rank{rank}]: PIDS")
-            pids += [int(p) for p in line.split("PIDS ")[1].split()]
+            processes += [Watched(int(p)) for p in line.split("PIDS ")[1].split()]
         agent.proc.send_signal(signal.SIGTERM)
         assert agent.finish(30) == 128 + signal.SIGTERM
-        survivors = [pid for pid in pids if not wait_gone(pid, 10)]
+        survivors = [p.pid for p in processes if not p.gone(10)]
         assert survivors == [], f"orphans left: {survivors}"
     finally:
-        for pid in pids:
-            kill_quietly(pid)
+        for process in processes:
+            process.kill()
 
 
 @pytest.mark.parametrize("args,message", [

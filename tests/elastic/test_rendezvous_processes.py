@@ -6,7 +6,8 @@ import time
 import pytest
 
 from store.elastic.operators import ROLLBACK_PERIOD
-from tests import limits
+from store.etcd.store import EPHEMERAL_TTL
+from tests import limits, preloaded
 from tests.limits import within
 from tests.elastic.nodes import pids_in
 
@@ -140,8 +141,9 @@ def test_a_frozen_participant_is_dropped_when_its_transport_heartbeats_stop(clus
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
+@pytest.mark.etcd_lease_ttl(EPHEMERAL_TTL)
 def test_64_nodes_form_one_round_with_ranks_zero_to_63(cluster):
-    cluster.start(64, 64, 64)
+    cluster.start(64, 64, 64, context=preloaded.ctx)
     reports = joined(cluster, 64, timeout=150)
     assert sorted(r[2] for r in reports) == list(range(64))
     assert {r[3] for r in reports} == {64}

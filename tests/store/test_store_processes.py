@@ -19,7 +19,7 @@ WAKEUP_LIMIT = 0.5  # generous for a noisy 2-core machine; typical figures are i
 # Adds per process. On etcd each add is a compare-and-set that retries under
 # contention: 8 x 500 took 26-32 s on an idle 2-core machine, too close to `collect`'s
 # 40 s beside a busy process; 8 x 100 took 7-8 s, process start included.
-ADDS = {"etcd": 100, "file": 200}
+ADDS = {"etcd": 50, "file": 200}
 
 
 def test_eight_processes_adding_concurrently_give_the_exact_sum(shared_store_spec):
