@@ -11,7 +11,9 @@ same as every other store's:
   and if it must wait, watches the namespace from the revision it read (so no
   change is missed, and nothing polls) until it can answer or its deadline passes;
 - `set_ephemeral` puts the key on a lease this client keeps alive: a killed client's
-  keys vanish within `ephemeral_ttl` seconds, a closed client's at once;
+  keys vanish within `ephemeral_ttl` seconds, a closed client's at once; a client that
+  went unscheduled for longer loses its keys as a dead one does, and the keys it sets
+  afterwards go on a new lease;
 - `watch_key` callbacks run on the store's `WatchDispatcher` thread.
 """
 from __future__ import annotations
@@ -420,16 +422,24 @@ class _Session:
         stop()
 
     def lease(self, ttl: int) -> int:
-        """This client's lease for ephemeral keys, granted and kept alive on first use."""
+        """This client's lease for ephemeral keys, granted and kept alive on first use, and
+        granted again after etcd let it expire."""
         with self.lock:
             if self._lease is None:
                 self._lease = self.etcd.grant(ttl)
-                self._keeper = start_thread(_keep_alive,
-                                            args=(self.etcd, self._lease, ttl, self.closed),
+                self._keeper = start_thread(_keep_alive, args=(self, self._lease, ttl),
                                             name="actorgrad-etcd-lease",
                                             owner="store.etcd.store._Session",
                                             purpose="keeps the ephemeral keys' lease alive")
             return self._lease
+
+    def expired(self, lease: int) -> None:
+        """Forget `lease`, which etcd let expire (this process went unscheduled for longer
+        than its TTL): its keys are gone, as for a dead client, and the next ephemeral
+        key gets a new lease."""
+        with self.lock:
+            if self._lease == lease:
+                self._lease = None
 
     def close_soon(self) -> None:
         """End everything without waiting: the keep-alive thread revokes the lease as it
@@ -449,12 +459,14 @@ class _Session:
             self._keeper.join(timeout)
 
 
-def _keep_alive(etcd: Gateway, lease: int, ttl: int, closed: threading.Event) -> None:
+def _keep_alive(session: _Session, lease: int, ttl: int) -> None:
     """Refresh `lease` a few times per TTL until the store closes, then revoke it."""
-    while not closed.wait(ttl / 3):
+    etcd = session.etcd
+    while not session.closed.wait(ttl / 3):
         try:
             if etcd.keep_alive(lease) <= 0:
                 log.warning("etcd_lease_expired", lease=lease)
+                session.expired(lease)
                 return
         except StoreError as exc:
             log.warning("etcd_lease_keep_alive_failed", lease=lease, error=str(exc))

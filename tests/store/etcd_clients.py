@@ -12,6 +12,21 @@ def hold_ephemeral(endpoint, prefix, ttl, ready):
     threading.Event().wait(600)  # until the test kills this process
 
 
+def renew_ephemeral(endpoint, prefix, ttl, ready):
+    """Set an ephemeral key again and again (as a rendezvous node announces itself),
+    until killed; errors are reported on `ready`."""
+    from store.errors import StoreError
+
+    store = EtcdStore(endpoint, prefix, timeout=10, ephemeral_ttl=ttl)
+    store.set_ephemeral("alive", "yes")
+    ready.put("set")
+    while not threading.Event().wait(ttl / 8):
+        try:
+            store.set_ephemeral("alive", "yes")
+        except StoreError as exc:
+            ready.put(f"{type(exc).__name__}: {exc}")
+
+
 def rpc_rank(endpoint, prefix, rank, results):
     import actors
 

@@ -1,6 +1,8 @@
 """What EtcdStore adds to the store rules that every store passes (test_store_semantics):
 leases, the etcd:// init method, prefixes, resources, and an unreachable server."""
 import multiprocessing as mp
+import os
+import signal
 import threading
 import time
 
@@ -41,6 +43,31 @@ def test_a_killed_clients_ephemeral_key_vanishes_within_its_lease_ttl(etcd_endpo
         if holder.is_alive():
             holder.kill()
             holder.join(10)
+
+
+@pytest.mark.slow
+def test_a_client_stopped_past_its_lease_ttl_sets_ephemeral_keys_again_once_resumed(
+        etcd_endpoint, etcd_prefix):
+    ttl = 2
+    ready = ctx.Queue()
+    holder = ctx.Process(target=etcd_clients.renew_ephemeral,
+                         args=(etcd_endpoint, etcd_prefix, ttl, ready), daemon=True)
+    holder.start()
+    store = EtcdStore(etcd_endpoint, etcd_prefix, timeout=10)
+    try:
+        assert ready.get(timeout=30) == "set"
+        os.kill(holder.pid, signal.SIGSTOP)  # unscheduled, as on a starved machine
+        assert wait_until(lambda: not store.check(["alive"]), ttl + 5)  # etcd: dead
+        os.kill(holder.pid, signal.SIGCONT)
+        assert wait_until(lambda: store.check(["alive"]), ttl + 5)  # on a new lease
+        deleted = threading.Event()
+        store.watch_key("alive", lambda old, new: new is None and deleted.set())
+        assert not deleted.wait(2 * ttl), "the new lease was not kept alive"
+    finally:
+        store.close()
+        os.kill(holder.pid, signal.SIGCONT)
+        holder.kill()
+        holder.join(10)
 
 
 def test_a_closed_clients_ephemeral_keys_go_at_once_and_plain_keys_stay(etcd_endpoint,
