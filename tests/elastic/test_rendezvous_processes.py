@@ -143,7 +143,10 @@ def test_a_frozen_participant_is_dropped_when_its_transport_heartbeats_stop(clus
 @pytest.mark.timeout(180)
 @pytest.mark.etcd_lease_ttl(EPHEMERAL_TTL)
 def test_64_nodes_form_one_round_with_ranks_zero_to_63(cluster):
-    cluster.start(64, 64, 64, context=preloaded.ctx)
+    # Every keep-alive is a compare-and-set on the one state that 63 others write too:
+    # on a loaded 2-core machine one can take longer than the default 15 s window,
+    # and what this checks is the round, not failure detection.
+    cluster.start(64, 64, 64, context=preloaded.ctx, keep_alive_max_attempt=12)
     reports = joined(cluster, 64, timeout=150)
     assert sorted(r[2] for r in reports) == list(range(64))
     assert {r[3] for r in reports} == {64}
