@@ -1,4 +1,5 @@
-"""Processes started from a server that imported numpy, zmq and the package once.
+"""Processes started from a server that imported numpy, zmq, the package and the etcd
+client once.
 
 For tests that start tens of processes on a few cores: each child is a new OS process
 forked from multiprocessing's forkserver, a single-threaded process that holds no
@@ -10,4 +11,5 @@ test's current one: a test that sets variables for its children spawns them.
 import multiprocessing as mp
 
 ctx = mp.get_context("forkserver")
-ctx.set_forkserver_preload(["numpy", "zmq", "actors.distributed", "actors.rpc"])
+ctx.set_forkserver_preload(["numpy", "zmq", "actors.distributed", "actors.rpc", "store.elastic",
+                            "store.etcd", "etcd3gw"])

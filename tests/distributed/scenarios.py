@@ -354,3 +354,18 @@ def all_reduces_around_a_forgery(rank, world, forged):
         dist.all_reduce(array)
         sums.append(array.tolist())
     return sums
+
+
+def last_all_reduce(rank, world, port, size, results):
+    """A whole rank process that ends right after its `all_reduce` of `size` elements,
+    without `destroy_process_group()`; it reports "ok" or what went wrong."""
+    os.environ["ACTORGRAD_LOG_LEVEL"] = "error"
+    try:
+        dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=30)
+        array = np.full(size, rank + 1, dtype=np.float32)
+        dist.all_reduce(array)
+        expected = world * (world + 1) / 2
+        results.put((rank, "ok" if bool((array == expected).all()) else f"wrong {array[:4]}"))
+    except BaseException as exc:  # noqa: BLE001 - reported to the test
+        results.put((rank, f"{type(exc).__name__}: {exc}"))

@@ -12,35 +12,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from tests.distributed.scenarios import last_all_reduce
 from tests.net import free_port
 from tests.preloaded import ctx
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = 50
-
-
-def _rank(rank: int, world: int, port: int, size: int, results: Any) -> None:
-    import os
-
-    os.environ["ACTORGRAD_LOG_LEVEL"] = "error"
-    import numpy as np
-
-    import actors.distributed as dist
-
-    try:
-        dist.init_process_group(init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world, timeout=30)
-        array = np.full(size, rank + 1, dtype=np.float32)
-        dist.all_reduce(array)
-        expected = world * (world + 1) / 2
-        results.put((rank, "ok" if bool((array == expected).all()) else f"wrong {array[:4]}"))
-    except BaseException as exc:  # noqa: BLE001 - reported to the test
-        results.put((rank, f"{type(exc).__name__}: {exc}"))
-    # No destroy_process_group(): the process ends here.
 
 
 @pytest.fixture
@@ -56,7 +36,7 @@ def busy_process():
 def run_once(world: int, size: int) -> dict:
     port = free_port()
     results = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, world, port, size, results))
+    procs = [ctx.Process(target=last_all_reduce, args=(r, world, port, size, results))
              for r in range(world)]
     for proc in procs:
         proc.start()
