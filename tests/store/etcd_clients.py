@@ -1,6 +1,7 @@
 """Store clients in spawned processes, for the etcd tests."""
 import threading
 
+from store.errors import StoreError
 from store.etcd import EtcdStore
 
 
@@ -15,8 +16,6 @@ def hold_ephemeral(endpoint, prefix, ttl, ready):
 def renew_ephemeral(endpoint, prefix, ttl, ready):
     """Set an ephemeral key again and again (as a rendezvous node announces itself),
     until killed."""
-    from store.errors import StoreError
-
     store = EtcdStore(endpoint, prefix, timeout=10, ephemeral_ttl=ttl)
     store.set_ephemeral("alive", "yes")
     ready.put("set")
