@@ -30,6 +30,10 @@ class UncertainWriteError(StoreConnectionError):
     """The connection failed during a conditional write that etcd may have applied."""
 
 
+class LeaseNotFoundError(StoreConnectionError):
+    """etcd no longer has the lease a request named: it expired or was revoked."""
+
+
 class KeyValue(NamedTuple):
     key: bytes
     value: bytes
@@ -133,8 +137,9 @@ class Gateway:
                 log.info("etcd_request_retried", endpoint=self.endpoint, path=path,
                          error=describe(exc))
             except exceptions.Etcd3Exception as exc:
-                raise StoreConnectionError(
-                    f"etcd at {self.endpoint} refused {path}: {describe(exc)}") from None
+                text = describe(exc)
+                refused = LeaseNotFoundError if "lease not found" in text else StoreConnectionError
+                raise refused(f"etcd at {self.endpoint} refused {path}: {text}") from None
             time.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_DELAY)
 
@@ -216,7 +221,24 @@ def not_applied(exc: Exception) -> bool:
 
 
 def describe(exc: Exception) -> str:
-    return " ".join(str(arg) for arg in exc.args if arg) or type(exc).__name__
+    """What went wrong, in etcd's words when it answered: etcd3gw keeps the HTTP reason in
+    the exception's `args` and the answer's body, or the connection's error, in
+    `detail_text`."""
+    parts = [str(arg) for arg in exc.args if arg]
+    detail = getattr(exc, "detail_text", None)
+    if detail:
+        parts.append(_answer_text(str(detail)))
+    return " ".join(parts) or type(exc).__name__
+
+
+def _answer_text(detail: str, limit: int = 500) -> str:
+    try:
+        answer = json.loads(detail)
+    except ValueError:
+        return detail[:limit]
+    if isinstance(answer, dict) and (answer.get("error") or answer.get("message")):
+        return str(answer.get("error") or answer.get("message"))[:limit]
+    return detail[:limit]
 
 
 class WatchStream:

@@ -34,8 +34,8 @@ from store.keyspace import INTERNAL_PREFIX, KeySpace
 from store.waiting import block
 from store.watch import WatchDispatcher
 
-from .gateway import (Event, Gateway, UncertainWriteError, delete_op, prefix_end, put_op,
-                      range_op, same_revision)
+from .gateway import (Event, Gateway, LeaseNotFoundError, UncertainWriteError, delete_op,
+                      prefix_end, put_op, range_op, same_revision)
 
 log = get_logger(__name__)
 
@@ -152,7 +152,14 @@ class EtcdStore(Store):
         """Set `key` for as long as this client lives (its lease is kept alive)."""
         key, value = check_key(key), to_bytes(value)
         self._check_open()
-        self._etcd.put(self._key(key), value, lease=self._ephemeral_lease())
+        lease = self._ephemeral_lease()
+        try:
+            self._etcd.put(self._key(key), value, lease=lease)
+        except LeaseNotFoundError:
+            # etcd ended the lease before the keep-alive noticed: this client went
+            # unscheduled past its TTL and lost its keys, as a dead client does.
+            self._session.expired(lease)
+            self._etcd.put(self._key(key), value, lease=self._ephemeral_lease())
 
     # ---- queues -----------------------------------------------------------------------
 
@@ -422,19 +429,25 @@ class _Session:
         stop()
 
     def lease(self, ttl: int) -> int:
-        """This client's lease for ephemeral keys, granted and kept alive on first use, and
-        granted again after etcd let it expire."""
+        """This client's lease for ephemeral keys, granted (and its keep-alive started) on
+        first use, and granted again after etcd ended it."""
         with self.lock:
             if self._lease is None:
                 self._lease = self.etcd.grant(ttl)
-                self._keeper = start_thread(_keep_alive, args=(self, self._lease, ttl),
-                                            name="actorgrad-etcd-lease",
-                                            owner="store.etcd.store._Session",
-                                            purpose="keeps the ephemeral keys' lease alive")
+                if self._keeper is None:
+                    self._keeper = start_thread(
+                        _keep_alive, args=(self, ttl), name="actorgrad-etcd-lease",
+                        owner="store.etcd.store._Session",
+                        purpose="keeps the ephemeral keys' lease alive")
             return self._lease
 
+    def current_lease(self) -> Optional[int]:
+        """The lease the next ephemeral key goes on; None before the first or after one
+        ended."""
+        return self._lease
+
     def expired(self, lease: int) -> None:
-        """Forget `lease`, which etcd let expire (this process went unscheduled for longer
+        """Forget `lease`, which etcd ended (this process went unscheduled for longer
         than its TTL): its keys are gone, as for a dead client, and the next ephemeral
         key gets a new lease."""
         with self.lock:
@@ -459,20 +472,32 @@ class _Session:
             self._keeper.join(timeout)
 
 
-def _keep_alive(session: _Session, lease: int, ttl: int) -> None:
-    """Refresh `lease` a few times per TTL until the store closes, then revoke it."""
+def _keep_alive(session: _Session, ttl: int) -> None:
+    """Refresh the session's lease a few times per TTL until the store closes, then
+    revoke it."""
     etcd = session.etcd
     while not session.closed.wait(ttl / 3):
+        lease = session.current_lease()
+        if lease is None:
+            continue
         try:
-            if etcd.keep_alive(lease) <= 0:
-                log.warning("etcd_lease_expired", lease=lease)
-                session.expired(lease)
-                return
+            ended = etcd.keep_alive(lease) <= 0
+        except LeaseNotFoundError:
+            ended = True
         except StoreError as exc:
             log.warning("etcd_lease_keep_alive_failed", lease=lease, error=str(exc))
+            continue
+        if ended:
+            log.warning("etcd_lease_expired", lease=lease)
+            session.expired(lease)
+    lease = session.current_lease()
+    if lease is None:
+        return
     try:
         # The client's ephemeral keys go now, not at the TTL (which also ends them if
         # etcd cannot be reached now).
         etcd.revoke(lease, retry_for=REVOKE_RETRY_FOR)
+    except LeaseNotFoundError:
+        pass  # ended already, and its keys with it
     except StoreError as exc:
         log.warning("etcd_lease_not_revoked", lease=lease, error=str(exc))

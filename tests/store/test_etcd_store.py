@@ -70,6 +70,45 @@ def test_a_client_stopped_past_its_lease_ttl_sets_ephemeral_keys_again_once_resu
         holder.join(10)
 
 
+def _ask_etcd(endpoint: str, path: str, body: dict) -> dict:
+    """One request to etcd's own gateway, from outside the store."""
+    import etcd3gw
+
+    host, port = endpoint.rsplit(":", 1)
+    client = etcd3gw.Etcd3Client(host=host, port=int(port), timeout=5)
+    try:
+        return client.post(client.get_url(path), json=body)
+    finally:
+        client.session.close()
+
+
+def _leases(endpoint: str) -> set:
+    return {int(lease["ID"]) for lease in
+            _ask_etcd(endpoint, "/lease/leases", {}).get("leases", [])}
+
+
+def test_the_first_ephemeral_key_after_a_lease_ended_unnoticed_goes_on_a_new_lease(
+        etcd_endpoint, etcd_prefix):
+    """etcd ends the lease before the keep-alive thread's next tick (as when the client
+    went unscheduled past its TTL): the next ephemeral key is set, not refused."""
+    before = _leases(etcd_endpoint)
+    store = EtcdStore(etcd_endpoint, etcd_prefix, timeout=10, ephemeral_ttl=30)
+    observer = EtcdStore(etcd_endpoint, etcd_prefix, timeout=10)
+    try:
+        store.set_ephemeral("first", "1")
+        (lease,) = _leases(etcd_endpoint) - before
+        _ask_etcd(etcd_endpoint, "/lease/revoke", {"ID": str(lease)})
+        assert not observer.check(["first"])
+        store.set_ephemeral("second", "2")
+        assert observer.get("second") == b"2"
+        assert len(_leases(etcd_endpoint) - before - {lease}) == 1
+        store.close()
+        assert wait_until(lambda: not observer.check(["second"]), 3)  # the new lease's
+    finally:
+        store.close()
+        observer.close()
+
+
 def test_a_closed_clients_ephemeral_keys_go_at_once_and_plain_keys_stay(etcd_endpoint,
                                                                          etcd_prefix):
     owner = EtcdStore(etcd_endpoint, etcd_prefix, timeout=10)
@@ -135,9 +174,29 @@ def test_a_world_forms_through_the_etcd_init_method(etcd_endpoint, etcd_prefix, 
 @pytest.mark.slow
 def test_an_unreachable_etcd_is_a_clear_connection_error():
     started = time.monotonic()
-    with pytest.raises(StoreConnectionError, match="unreachable"):
+    with pytest.raises(StoreConnectionError, match="unreachable: .*Connection refused"):
         EtcdStore(f"127.0.0.1:{free_port()}", "/x", timeout=2)
     within(started + 2, limits.AFTER_TIMEOUT, "after a timeout")
+
+
+def test_etcds_answers_are_read_in_its_own_words():
+    """etcd3gw keeps etcd's answer (or the connection's error) beside the HTTP reason;
+    a refused connection means a conditional write was surely not applied, and may be
+    sent again."""
+    from etcd3gw import exceptions
+
+    from store.etcd.gateway import describe, not_applied
+
+    refused = exceptions.ConnectionFailedError(
+        "HTTPConnectionPool(...): Failed to establish a new connection: [Errno 111] "
+        "Connection refused")
+    assert "Connection refused" in describe(refused) and not_applied(refused)
+    lease_gone = exceptions.Etcd3Exception(
+        '{"error":"etcdserver: requested lease not found","code":5}', "Not Found")
+    assert describe(lease_gone) == "Not Found etcdserver: requested lease not found"
+    assert not_applied(lease_gone)
+    cut = exceptions.ConnectionFailedError("Connection aborted: timed out")
+    assert not not_applied(cut)
 
 
 def test_dropped_clients_with_watches_and_leases_leave_no_threads(etcd_endpoint, etcd_prefix):
