@@ -20,7 +20,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     """Write the project's bytecode (`__pycache__`) if it is missing or stale.
 
     The suite starts hundreds of Python processes. Where the environment forbids
-    writing bytecode (PYTHONDONTWRITEBYTECODE, as in many CI images), each of them
+    writing bytecode (PYTHONDONTWRITEBYTECODE, as some CI images set it), each of them
     would compile every project module it imports from source again: about 0.4 s of
     CPU for a process that imports the RPC, process-group and store layers
     (docs/TESTING.md).
