@@ -453,6 +453,7 @@ class _Session:
         with self.lock:
             if self._lease == lease:
                 self._lease = None
+                log.warning("etcd_lease_expired", lease=lease)
 
     def close_soon(self) -> None:
         """End everything without waiting: the keep-alive thread revokes the lease as it
@@ -488,7 +489,6 @@ def _keep_alive(session: _Session, ttl: int) -> None:
             log.warning("etcd_lease_keep_alive_failed", lease=lease, error=str(exc))
             continue
         if ended:
-            log.warning("etcd_lease_expired", lease=lease)
             session.expired(lease)
     lease = session.current_lease()
     if lease is None:
