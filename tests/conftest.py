@@ -11,8 +11,8 @@ import pytest
 
 from tests.store.etcd_server import etcd_server
 
-# What the suite's child processes import: the packages, and the examples and
-# benchmarks that tests run as scripts.
+# What the suite's child processes import: the packages, and the helper modules of the
+# examples and benchmarks that tests run (a script itself is always compiled).
 _SOURCES = ("actors", "engine", "store", "tests", "examples", "benchmarks")
 
 
@@ -21,8 +21,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
     The suite starts hundreds of Python processes. Where the environment forbids
     writing bytecode (PYTHONDONTWRITEBYTECODE, as some CI images set it), each of them
-    would compile every project module it imports from source again: about 0.4 s of
-    CPU for a process that imports the RPC, process-group and store layers
+    would compile every project module it imports from source again: 0.4 to 0.7 s more
+    for a process that imports the RPC, process-group and store layers
     (docs/TESTING.md).
     """
     root = Path(__file__).resolve().parent.parent

@@ -137,9 +137,9 @@ class Gateway:
                 log.info("etcd_request_retried", endpoint=self.endpoint, path=path,
                          error=describe(exc))
             except exceptions.Etcd3Exception as exc:
-                text = describe(exc)
-                refused = LeaseNotFoundError if "lease not found" in text else StoreConnectionError
-                raise refused(f"etcd at {self.endpoint} refused {path}: {text}") from None
+                error_type = LeaseNotFoundError if lease_not_found(exc) else StoreConnectionError
+                raise error_type(
+                    f"etcd at {self.endpoint} refused {path}: {describe(exc)}") from None
             time.sleep(delay)
             delay = min(delay * 2, RETRY_MAX_DELAY)
 
@@ -211,13 +211,24 @@ RETRY_FIRST_DELAY = 0.05  # seconds; doubled after each failed attempt
 RETRY_MAX_DELAY = 1.0
 
 
+# etcd's answers that it gives before proposing a request to its log. Others ("server
+# stopped", "leader changed", timeouts) can come after the proposal, which may yet apply.
+_REFUSED_BEFORE_PROPOSING = frozenset({
+    "etcdserver: no leader", "etcdserver: not capable", "etcdserver: unhealthy cluster",
+    "etcdserver: too many requests"})
+
+
 def not_applied(exc: Exception) -> bool:
     """Whether etcd surely did not apply the request that failed with `exc`: the
-    connection was never made, or etcd answered that it could not serve it."""
+    connection was never made, or etcd refused the request before proposing it."""
     text = describe(exc)
     if "Failed to establish a new connection" in text or "Connection refused" in text:
         return True
-    return "etcdserver:" in text and "timed out" not in text
+    return _answer(exc) in _REFUSED_BEFORE_PROPOSING
+
+
+def lease_not_found(exc: Exception) -> bool:
+    return _answer(exc) == "etcdserver: requested lease not found"
 
 
 def describe(exc: Exception) -> str:
@@ -227,18 +238,20 @@ def describe(exc: Exception) -> str:
     parts = [str(arg) for arg in exc.args if arg]
     detail = getattr(exc, "detail_text", None)
     if detail:
-        parts.append(_answer_text(str(detail)))
+        parts.append((_answer(exc) or str(detail))[:500])
     return " ".join(parts) or type(exc).__name__
 
 
-def _answer_text(detail: str, limit: int = 500) -> str:
+def _answer(exc: Exception) -> Optional[str]:
+    """etcd's error message, when `exc` carries an answer of etcd's (a JSON body)."""
     try:
-        answer = json.loads(detail)
+        answer = json.loads(getattr(exc, "detail_text", None) or "")
     except ValueError:
-        return detail[:limit]
-    if isinstance(answer, dict) and (answer.get("error") or answer.get("message")):
-        return str(answer.get("error") or answer.get("message"))[:limit]
-    return detail[:limit]
+        return None
+    if not isinstance(answer, dict):
+        return None
+    message = answer.get("error") or answer.get("message")
+    return str(message) if message else None
 
 
 class WatchStream:

@@ -156,8 +156,9 @@ class EtcdStore(Store):
         try:
             self._etcd.put(self._key(key), value, lease=lease)
         except LeaseNotFoundError:
-            # etcd ended the lease before the keep-alive noticed: this client went
-            # unscheduled past its TTL and lost its keys, as a dead client does.
+            # etcd ended the lease before the keep-alive noticed (this client went
+            # unscheduled past its TTL, or the lease was revoked): its keys are gone, as
+            # a dead client's are.
             self._session.expired(lease)
             self._etcd.put(self._key(key), value, lease=self._ephemeral_lease())
 
@@ -433,8 +434,14 @@ class _Session:
         first use, and granted again after etcd ended it."""
         with self.lock:
             if self._lease is None:
-                self._lease = self.etcd.grant(ttl)
-                if self._keeper is None:
+                lease = self.etcd.grant(ttl)
+                # Checked after the grant, under the lock the keep-alive thread takes to
+                # read the lease it revokes at close: a lease is revoked by one or the other.
+                if self.closed.is_set():
+                    self.etcd.revoke(lease)
+                    raise StoreError("this EtcdStore is closed")
+                self._lease = lease
+                if self._keeper is None or not self._keeper.is_alive():
                     self._keeper = start_thread(
                         _keep_alive, args=(self, ttl), name="actorgrad-etcd-lease",
                         owner="store.etcd.store._Session",
@@ -444,7 +451,8 @@ class _Session:
     def current_lease(self) -> Optional[int]:
         """The lease the next ephemeral key goes on; None before the first or after one
         ended."""
-        return self._lease
+        with self.lock:
+            return self._lease
 
     def expired(self, lease: int) -> None:
         """Forget `lease`, which etcd ended (this process went unscheduled for longer

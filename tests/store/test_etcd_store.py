@@ -180,12 +180,12 @@ def test_an_unreachable_etcd_is_a_clear_connection_error():
 
 
 def test_etcds_answers_are_read_in_its_own_words():
-    """etcd3gw keeps etcd's answer (or the connection's error) beside the HTTP reason;
-    a refused connection means a conditional write was surely not applied, and may be
-    sent again."""
+    """etcd3gw keeps etcd's answer (or the connection's error) beside the HTTP reason.
+    Only a request that surely was not applied may be sent again: a refused connection,
+    or an answer etcd gives before proposing the request."""
     from etcd3gw import exceptions
 
-    from store.etcd.gateway import describe, not_applied
+    from store.etcd.gateway import describe, lease_not_found, not_applied
 
     refused = exceptions.ConnectionFailedError(
         "HTTPConnectionPool(...): Failed to establish a new connection: [Errno 111] "
@@ -194,8 +194,18 @@ def test_etcds_answers_are_read_in_its_own_words():
     lease_gone = exceptions.Etcd3Exception(
         '{"error":"etcdserver: requested lease not found","code":5}', "Not Found")
     assert describe(lease_gone) == "Not Found etcdserver: requested lease not found"
-    assert not_applied(lease_gone)
-    cut = exceptions.ConnectionFailedError("Connection aborted: timed out")
+    assert lease_not_found(lease_gone) and not lease_not_found(refused)
+    no_leader = exceptions.ConnectionFailedError(
+        '{"error":"etcdserver: no leader","code":14}', "Service Unavailable")
+    assert not_applied(no_leader)
+    for after_proposing in ('{"error":"etcdserver: server stopped","code":14}',
+                            '{"error":"etcdserver: leader changed","code":14}',
+                            '{"error":"etcdserver: request timed out","code":14}'):
+        assert not not_applied(exceptions.ConnectionFailedError(after_proposing,
+                                                                "Service Unavailable"))
+    cut = exceptions.ConnectionFailedError(
+        "('Connection aborted.', RemoteDisconnected('Remote end closed connection "
+        "without response'))")
     assert not not_applied(cut)
 
 
