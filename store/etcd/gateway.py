@@ -192,9 +192,13 @@ class Gateway:
         return int(self._post("/lease/grant", {"TTL": str(ttl)})["ID"])
 
     def keep_alive(self, lease: int) -> int:
-        """Refresh `lease`; its remaining TTL (0 once it has expired)."""
+        """Refresh `lease`; its remaining TTL. LeaseNotFoundError once it has ended (etcd
+        answers either with a TTL of 0 or with "lease not found")."""
         reply = self._post("/lease/keepalive", {"ID": str(lease)})
-        return int(reply.get("result", {}).get("TTL", 0))
+        ttl = int(reply.get("result", {}).get("TTL", 0))
+        if ttl <= 0:
+            raise LeaseNotFoundError(f"etcd at {self.endpoint}: lease {lease} has ended")
+        return ttl
 
     def revoke(self, lease: int, retry_for: Optional[float] = None) -> None:
         self._post("/lease/revoke", {"ID": str(lease)}, retry_for=retry_for)

@@ -490,14 +490,11 @@ def _keep_alive(session: _Session, ttl: int) -> None:
         if lease is None:
             continue
         try:
-            ended = etcd.keep_alive(lease) <= 0
+            etcd.keep_alive(lease)
         except LeaseNotFoundError:
-            ended = True
+            session.expired(lease)
         except StoreError as exc:
             log.warning("etcd_lease_keep_alive_failed", lease=lease, error=str(exc))
-            continue
-        if ended:
-            session.expired(lease)
     lease = session.current_lease()
     if lease is None:
         return
