@@ -38,7 +38,8 @@ from store.errors import StoreTimeoutError
 from store.quorum import quorum_wait_text
 
 from . import state_transfer
-from .quorum import VOTE_FAILED, VOTE_OK, Arrival, Plan, commits, decode_round, expected, plan
+from .quorum import (VOTE_FAILED, VOTE_OK, Arrival, Plan, StaleQuorumError, arrived, commits,
+                     decode_round, expected, plan)
 
 log = get_logger(__name__)
 
@@ -227,8 +228,7 @@ class Manager:
         me = self.replica_id
         newcomer = self._last is None  # in no released round yet: it knows no members
         if self._round is None:
-            self._round = (int(self._keys.get("latest")) + 1
-                           if self._keys.check(["latest"]) else 0)
+            self._round = self._latest() + 1
         deadline = time.monotonic() + (self.join_timeout if newcomer else self.quorum_timeout)
         data = Arrival(self._step, self._incarnation).encode()
         while True:
@@ -249,8 +249,9 @@ class Manager:
                 result = self._arrive(name, data.decode(), self._last,
                                       max(0.01, deadline - time.monotonic()),
                                       final_min=self.min_replica_size)
+                self._check_not_passed_by(round_, result)
             self._round = round_ + 1
-            if me in result:
+            if arrived(result, me, self._incarnation):
                 break
             newcomer = True  # too late for that round: join a later one
             if time.monotonic() > deadline:
@@ -271,6 +272,22 @@ class Manager:
         self._say(step_plan, last)
         self._heal(step_plan)
         return step_plan
+
+    def _latest(self) -> int:
+        return int(self._keys.get("latest")) if self._keys.check(["latest"]) else -1
+
+    def _check_not_passed_by(self, round_: int, result: Dict[str, bytes]) -> None:
+        """StaleQuorumError, and a newcomer's start at the next step, if members of the
+        last step are missing from `round_` because they went on past it: after more
+        rounds than the store remembers, its arrival there opened the round anew."""
+        if set(self._last.members) <= result.keys():
+            return
+        latest = self._latest()
+        if latest > round_:
+            self._round, self._last = None, None
+            raise StaleQuorumError(f"replica {self.replica_id!r} came to quorum round "
+                                   f"{round_}, but the others went on to round {latest}; "
+                                   f"it joins again as a newcomer")
 
     def _arrive(self, name: str, data: str, basis: Optional[Plan], timeout: float,
                 final_min: int) -> Dict[str, bytes]:

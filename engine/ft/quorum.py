@@ -59,9 +59,9 @@ class Plan:
 
 
 class StaleQuorumError(ValueError):
-    """A round whose members are all behind a step this member saw: the members that
-    were there are slow, not known lost yet, and going on without them would train a
-    stale copy apart from theirs."""
+    """A round that must not be this member's next step: its members are all behind a
+    step this member saw (those that were there are slow, not known lost yet), or the
+    others went on past it. Going on there would train a stale copy apart from theirs."""
 
 
 def plan(round_: int, arrivals: Mapping[str, Arrival], me: str,
@@ -93,6 +93,14 @@ def plan(round_: int, arrivals: Mapping[str, Arrival], me: str,
                 send_to=tuple(h for h in behind if source[h] == rank),
                 participants=len(ahead),
                 reconfigure=broken or previous != incarnations)
+
+
+def arrived(result: Mapping[str, bytes], me: str, incarnation: str) -> bool:
+    """Whether this process is in a released round: a round that names its replica id
+    with another incarnation holds an earlier process of the same replica, which a
+    restarted one walking the released rounds must pass by."""
+    data = result.get(me)
+    return data is not None and Arrival.decode(data).incarnation == incarnation
 
 
 def expected(previous: Optional[Plan], lost: Iterable[int], me: str) -> Tuple[str, ...]:

@@ -1,5 +1,7 @@
-"""A fault-tolerant member waiting at a round: it says so when the wait is long, and a
-newcomer that found nobody starts again from the latest round."""
+"""A fault-tolerant member waiting at a round: it says so when the wait is long, a
+newcomer that found nobody starts again from the latest round, a restarted replica
+passes by the rounds its earlier process was in, and a member the others went on
+without joins them again."""
 import concurrent.futures
 
 import pytest
@@ -53,6 +55,56 @@ def test_a_newcomer_that_found_no_round_starts_again_from_the_latest_round():
         manager.should_commit()  # ends the failed step; the next one starts its quorum
         manager.start_quorum()
         assert "9" in at_41.result(15)  # it arrived at the round after the latest
+    finally:
+        member.shutdown()
+        manager.shutdown()
+        server.close()
+
+
+def test_a_restarted_replica_passes_by_the_rounds_its_earlier_process_was_in():
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    keys = PrefixStore("ft/restarted", server)
+    keys.set("latest", "0")
+    for round_ in (1, 2):  # released with the replica's earlier process, now dead
+        keys.quorum(f"q/{round_}", "2", Arrival(round_, "earlier").encode(), count=1,
+                    timeout=5)
+    manager = ft.Manager(store=server, replica_id="2", world_size=2, session="restarted",
+                         timeout=1.0, progress=False)
+    member = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        at_3 = member.submit(keys.quorum, "q/3", "0", Arrival(3, "inc-0").encode(),
+                             count=2, timeout=10)
+        manager.start_quorum()
+        result = at_3.result(15)
+        # It came to the round that was still open, as itself; taking round 1 or 2 as
+        # its own would have started a group of one at a step it never reached.
+        assert Arrival.decode(result["2"]).incarnation == manager._incarnation
+        manager.wait_quorum()
+    finally:
+        member.shutdown()
+        manager.shutdown()
+        server.close()
+
+
+def test_a_member_the_others_went_on_without_past_the_remembered_rounds_joins_them_again():
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    keys = PrefixStore("ft/passed", server)
+    manager = ft.Manager(store=server, replica_id="1", world_size=2, session="passed",
+                         timeout=0.5, join_timeout=10.0, progress=False)
+    # It was in round 0 with replica 0, then stood still while replica 0 went on to
+    # round 5000: round 1, long forgotten by the store, is released with it alone.
+    manager._round, manager._last = 1, plan(0, {m: Arrival(0, f"inc-{m}") for m in "01"}, "1")
+    keys.set("latest", "5000")
+    member = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        manager.start_quorum()
+        assert manager.wait_quorum() is None  # not a step of its own, alone at step 0
+        assert "went on to round 5000" in str(manager.errored())
+        at_5001 = member.submit(keys.quorum, "q/5001", "0", Arrival(7, "inc-0").encode(),
+                                count=2, timeout=10)
+        manager.should_commit()
+        manager.start_quorum()
+        assert "1" in at_5001.result(15)  # it came back as a newcomer, after the latest
     finally:
         member.shutdown()
         manager.shutdown()

@@ -1,8 +1,8 @@
 """The pure decisions of a fault-tolerant step: ranks, healing, expectations, commits."""
 import pytest
 
-from engine.ft.quorum import (VOTE_FAILED, VOTE_OK, Arrival, StaleQuorumError, commits,
-                              expected, plan)
+from engine.ft.quorum import (VOTE_FAILED, VOTE_OK, Arrival, StaleQuorumError, arrived,
+                              commits, expected, plan)
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -39,6 +39,13 @@ def test_the_group_is_formed_anew_when_membership_or_an_incarnation_changed_or_i
 def test_a_member_not_in_the_round_is_refused():
     with pytest.raises(ValueError, match="not in quorum round 3"):
         plan(3, arrivals(**{"0": 1}), "1")
+
+
+def test_a_round_holds_this_process_only_with_its_own_incarnation():
+    result = {m: a.encode() for m, a in arrivals(**{"0": 3, "2": 3}).items()}
+    assert arrived(result, "2", "inc-2")
+    assert not arrived(result, "2", "a restarted process")
+    assert not arrived(result, "1", "inc-1")
 
 
 def test_a_member_expects_the_last_members_but_those_it_knows_are_lost():
