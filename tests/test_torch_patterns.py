@@ -41,9 +41,11 @@ def test_the_async_execution_server_answers_all_trainers_once_per_batch_as_in_to
 
 
 def test_the_observers_call_the_agent_back_through_its_rref_and_the_policy_learns(run_pattern):
-    out = run_pattern("rl_observer_agent.py")
+    # 72 of the tutorial's 100 episodes: its last ones are the longest, and by then
+    # the policy has learnt.
+    out = run_pattern("rl_observer_agent.py", "--episodes", "72", "--log-interval", "18")
     averages = [float(a) for a in re.findall(r"Average reward: ([\d.]+)", out)]
     assert len(averages) == 4
-    # Runs repeat (the agent reseeds per observer call): 16.5 at episode 25, 111.8
-    # at episode 100 on this machine; the margins allow for other BLAS builds.
-    assert averages[-1] >= 45.0 and averages[-1] >= 2.5 * averages[0]
+    # Runs repeat (the agent reseeds per observer call): 9.9 at episode 18, 59.8
+    # at episode 72 on this machine; the margins allow for other BLAS builds.
+    assert averages[-1] >= 40.0 and averages[-1] >= 2.5 * averages[0]
