@@ -12,11 +12,8 @@ finished it. A failure inside a step (a lost or hung rank, a broken transfer) is
 recorded, never raised into the training loop: the step just does not commit.
 
 Keys live under ``ft/<session>/`` of the store: round ``q/<n>``, commit round ``c/<n>``,
-``latest`` (a recent round, where a newcomer starts walking), ``pg/<n>/`` for a
-group formed at round n, and ``holders/<replica>/<process>``, set by each process once
-it has committed a step and deleted by the store when that process's session ends
-(where the store has session-bound keys): newcomers that find none go on without
-receiving a state. A session is one run of the job (the launcher's run id and
+``latest`` (a recent round, where a newcomer starts walking), and ``pg/<n>/`` for a
+group formed at round n. A session is one run of the job (the launcher's run id and
 restart count), so a job restarted from scratch never reads an earlier run's rounds.
 """
 from __future__ import annotations
@@ -37,7 +34,7 @@ from actors.runtime.concurrency.threads import start_thread
 from actors.runtime.process.log import get_logger
 from actors.runtime.process.waits import SlowWait
 from store import PrefixStore, Store
-from store.errors import StoreError, StoreTimeoutError
+from store.errors import StoreTimeoutError
 from store.quorum import quorum_wait_text
 
 from . import state_transfer
@@ -55,7 +52,6 @@ SLICE = 0.25
 # rounds per step that a walk can span), rather than every step paying a store write.
 LATEST_EVERY = 16
 CLOSE_TIMEOUT = 0.5  # for telling a replaced group's peers that this member leaves
-HOLDERS = "holders"  # where processes that hold the state say so, session-bound
 STORE_VARIABLE = "ACTORGRAD_JOB_STORE"  # host:port of the job's store (the launcher sets it)
 
 
@@ -70,10 +66,7 @@ class Manager:
     collective and vote (a hung rank is lost after it, or after the transport's
     heartbeats, whichever is first); `quorum_timeout` how long a step's quorum waits
     for an expected member (then `min_replica_size` members go on without it);
-    `join_timeout` how long the first step waits for every replica, and a newcomer for
-    a round to join; newcomers that find no live process holding the state (every
-    replica was lost at once) go on by themselves after it, at least
-    `min_replica_size` of them, from the steps they are at.
+    `join_timeout` how long the first step waits for every replica.
     """
 
     def __init__(self, min_replica_size: int = 1,
@@ -111,7 +104,6 @@ class Manager:
         self._errors: List[BaseException] = []
         self._lost_ranks: set = set()
         self._healed: Optional[Tuple[int, Any]] = None
-        self._holding = False  # whether this process said in the store that it holds the state
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ft-quorum")
         self._quorum: Optional[concurrent.futures.Future] = None
 
@@ -205,7 +197,6 @@ class Manager:
                                                  for m in step_plan.members)
         if committed:
             self._step = step_plan.max_step + 1
-            self._hold()
         return committed
 
     def current_step(self) -> int:
@@ -228,11 +219,6 @@ class Manager:
         """End the background thread and the group; close the store if this made it."""
         self._pool.shutdown(wait=True)
         self._close_group()
-        if self._holding:
-            try:
-                self._keys.delete_key(self._holder_key())
-            except StoreError:
-                pass  # the key ends with this process's store session anyway
         if self._owned_store:
             self._store.close()
 
@@ -245,7 +231,6 @@ class Manager:
             self._round = self._latest() + 1
         deadline = time.monotonic() + (self.join_timeout if newcomer else self.quorum_timeout)
         data = Arrival(self._step, self._incarnation).encode()
-        held: Optional[bool] = None  # whether a live process holds the state, asked once
         while True:
             round_ = self._round
             name = f"q/{round_}"
@@ -254,11 +239,8 @@ class Manager:
                                            min_size=self.min_replica_size,
                                            timeout=max(0.01, deadline - time.monotonic()))
             elif newcomer:
-                if held is None:
-                    held = self._held_elsewhere()
                 try:
                     result = self._keys.quorum(name, me, data,
-                                               min_size=None if held else self.min_replica_size,
                                                timeout=max(0.01, deadline - time.monotonic()))
                 except StoreTimeoutError:
                     self._round = None  # the next try starts again from `latest`
@@ -290,25 +272,6 @@ class Manager:
         self._say(step_plan, last)
         self._heal(step_plan)
         return step_plan
-
-    def _hold(self) -> None:
-        """Say in the store, for as long as this process lives, that it holds the state."""
-        if self._holding:
-            return
-        set_ephemeral = getattr(self._keys, "set_ephemeral", None)
-        if set_ephemeral is not None:
-            set_ephemeral(self._holder_key(), str(self._step))
-            self._holding = True
-
-    def _holder_key(self) -> str:
-        return f"{HOLDERS}/{self.replica_id}/{self._incarnation}"
-
-    def _held_elsewhere(self) -> bool:
-        """Whether a live process may hold the state: true unless the store has
-        session-bound keys and none of them names a holder."""
-        if getattr(self._keys, "set_ephemeral", None) is None:
-            return True
-        return any(key.startswith(f"{HOLDERS}/") for key in self._keys.list_keys())
 
     def _latest(self) -> int:
         return int(self._keys.get("latest")) if self._keys.check(["latest"]) else -1

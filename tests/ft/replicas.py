@@ -89,7 +89,7 @@ class _Faulty(ft.Manager):
 def run(port: int, session: str, replica: str, world: int, steps: int, results: Any,
         seed: int = 0, fault: Optional[tuple] = None, min_replica_size: int = 1,
         timeout: float = 5.0, deadline: float = 60.0, with_member: Optional[str] = None,
-        attempts: Optional[int] = None, join_timeout: float = 60.0) -> None:
+        attempts: Optional[int] = None) -> None:
     """Train until `steps` steps committed and, if `with_member`, the last 3 committed
     in a row with that member in the quorum (or `attempts` steps tried, or `deadline`
     seconds), reporting each step as
@@ -97,8 +97,7 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
     then (replica, 'done', step, digest)."""
     store = TCPStore("127.0.0.1", port, timeout=30)
     manager = _Faulty(min_replica_size, store=store, replica_id=replica, world_size=world,
-                      session=session, timeout=timeout, join_timeout=join_timeout,
-                      progress=False)
+                      session=session, timeout=timeout, progress=False)
     manager.fault, manager.reports = fault, results
     model = ft.DistributedDataParallel(manager, build(seed))
     optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.05,

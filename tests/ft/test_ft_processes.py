@@ -155,24 +155,6 @@ def test_a_restarted_replica_receives_the_state_and_takes_part_in_the_next_steps
 
 
 @pytest.mark.slow
-def test_replicas_restarted_after_all_were_lost_at_once_start_again_by_themselves():
-    with job() as j:
-        for r in "01":
-            j.start(r, 2, 6, fault=("kill_in_allreduce", 3))
-        assert [j.wait_exit(r) for r in "01"] == [-signal.SIGKILL] * 2
-        for r, other in ("01", "10"):
-            j.start(r, 2, 3, with_member=other, join_timeout=2.0)
-        j.collect("01")
-        restarted = {j.procs[r][-1].pid for r in "01"}
-        committed = [rep for reps in j.steps.values() for rep in reps
-                     if rep[-1] in restarted and rep[2]]
-        # Nobody was left to receive the state from: training started again at step 0.
-        assert committed and min(rep[1] for rep in committed) == 1
-        assert_consistent(j)
-        assert j.done["0"][3] == j.done["1"][3]
-
-
-@pytest.mark.slow
 def test_a_newcomer_after_many_steps_without_a_change_walks_to_the_current_round():
     with job() as j:
         for r in "01":
