@@ -278,8 +278,9 @@ class Manager:
 
     def _check_not_passed_by(self, round_: int, result: Dict[str, bytes]) -> None:
         """StaleQuorumError, and a newcomer's start at the next step, if members of the
-        last step are missing from `round_` because they went on past it: after more
-        rounds than the store remembers, its arrival there opened the round anew."""
+        last step are missing from `round_` and the latest round is already past it: they
+        went on without this member (after more rounds than the store remembers, its
+        arrival even opened the round anew)."""
         if set(self._last.members) <= result.keys():
             return
         latest = self._latest()

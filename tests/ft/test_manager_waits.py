@@ -3,6 +3,7 @@ newcomer that found nobody starts again from the latest round, a restarted repli
 passes by the rounds its earlier process was in, and a member the others went on
 without joins them again."""
 import concurrent.futures
+import contextlib
 
 import pytest
 import structlog
@@ -38,14 +39,26 @@ def test_a_member_waiting_for_another_says_whom_for_the_whole_wait(monkeypatch):
                for r in reports), reports
 
 
-def test_a_newcomer_that_found_no_round_starts_again_from_the_latest_round():
+@contextlib.contextmanager
+def newcomer_setting(session: str, replica_id: str, **timeouts):
+    """A store server, its keys under `session`, a Manager for `replica_id` there and a
+    thread for another member's arrivals; all closed afterwards."""
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
-    keys = PrefixStore("ft/again", server)
-    keys.set("latest", "5")  # a round nobody is at any more
-    manager = ft.Manager(store=server, replica_id="9", world_size=2, session="again",
-                         timeout=1.0, join_timeout=0.5, progress=False)
+    manager = ft.Manager(store=server, replica_id=replica_id, world_size=2, session=session,
+                         progress=False, **timeouts)
     member = concurrent.futures.ThreadPoolExecutor(1)
     try:
+        yield PrefixStore(f"ft/{session}", server), manager, member
+    finally:
+        member.shutdown()
+        manager.shutdown()
+        server.close()
+
+
+def test_a_newcomer_that_found_no_round_starts_again_from_the_latest_round():
+    with newcomer_setting("again", "9", timeout=1.0, join_timeout=0.5) as (keys, manager,
+                                                                          member):
+        keys.set("latest", "5")  # a round nobody is at any more
         manager.start_quorum()
         assert manager.wait_quorum() is None  # round 6: nobody came
         assert isinstance(manager.errored(), StoreTimeoutError)
@@ -55,23 +68,14 @@ def test_a_newcomer_that_found_no_round_starts_again_from_the_latest_round():
         manager.should_commit()  # ends the failed step; the next one starts its quorum
         manager.start_quorum()
         assert "9" in at_41.result(15)  # it arrived at the round after the latest
-    finally:
-        member.shutdown()
-        manager.shutdown()
-        server.close()
 
 
 def test_a_restarted_replica_passes_by_the_rounds_its_earlier_process_was_in():
-    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
-    keys = PrefixStore("ft/restarted", server)
-    keys.set("latest", "0")
-    for round_ in (1, 2):  # released with the replica's earlier process, now dead
-        keys.quorum(f"q/{round_}", "2", Arrival(round_, "earlier").encode(), count=1,
-                    timeout=5)
-    manager = ft.Manager(store=server, replica_id="2", world_size=2, session="restarted",
-                         timeout=1.0, progress=False)
-    member = concurrent.futures.ThreadPoolExecutor(1)
-    try:
+    with newcomer_setting("restarted", "2", timeout=1.0) as (keys, manager, member):
+        keys.set("latest", "0")
+        for round_ in (1, 2):  # released with the replica's earlier process, now dead
+            keys.quorum(f"q/{round_}", "2", Arrival(round_, "earlier").encode(), count=1,
+                        timeout=5)
         at_3 = member.submit(keys.quorum, "q/3", "0", Arrival(3, "inc-0").encode(),
                              count=2, timeout=10)
         manager.start_quorum()
@@ -80,23 +84,16 @@ def test_a_restarted_replica_passes_by_the_rounds_its_earlier_process_was_in():
         # its own would have started a group of one at a step it never reached.
         assert Arrival.decode(result["2"]).incarnation == manager._incarnation
         manager.wait_quorum()
-    finally:
-        member.shutdown()
-        manager.shutdown()
-        server.close()
 
 
 def test_a_member_the_others_went_on_without_past_the_remembered_rounds_joins_them_again():
-    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
-    keys = PrefixStore("ft/passed", server)
-    manager = ft.Manager(store=server, replica_id="1", world_size=2, session="passed",
-                         timeout=0.5, join_timeout=10.0, progress=False)
-    # It was in round 0 with replica 0, then stood still while replica 0 went on to
-    # round 5000: round 1, long forgotten by the store, is released with it alone.
-    manager._round, manager._last = 1, plan(0, {m: Arrival(0, f"inc-{m}") for m in "01"}, "1")
-    keys.set("latest", "5000")
-    member = concurrent.futures.ThreadPoolExecutor(1)
-    try:
+    with newcomer_setting("passed", "1", timeout=0.5, join_timeout=10.0) as (keys, manager,
+                                                                             member):
+        # It was in round 0 with replica 0, then stood still while replica 0 went on to
+        # round 5000: round 1, long forgotten by the store, is released with it alone.
+        manager._round = 1
+        manager._last = plan(0, {m: Arrival(0, f"inc-{m}") for m in "01"}, "1")
+        keys.set("latest", "5000")
         manager.start_quorum()
         assert manager.wait_quorum() is None  # not a step of its own, alone at step 0
         assert "went on to round 5000" in str(manager.errored())
@@ -105,7 +102,3 @@ def test_a_member_the_others_went_on_without_past_the_remembered_rounds_joins_th
         manager.should_commit()
         manager.start_quorum()
         assert "1" in at_5001.result(15)  # it came back as a newcomer, after the latest
-    finally:
-        member.shutdown()
-        manager.shutdown()
-        server.close()
