@@ -31,7 +31,8 @@ class PrefixStore(Store):
     That includes wait, check, multi_get/multi_set, the queue operations and
     watch_key. `num_keys` is delegated unchanged, so like torch it counts every user
     key of the underlying store, not only this prefix's. The timeout is the
-    underlying store's; `close()` leaves the underlying store open.
+    underlying store's; `close()` leaves the underlying store open, but for a
+    `clone`'s, which the clone made and owns.
     """
 
     def __init__(self, prefix: str, store: Store):
@@ -39,6 +40,7 @@ class PrefixStore(Store):
         if not isinstance(store, Store):
             raise TypeError(f"store must be a Store, got {type(store).__name__}")
         self._store = store  # Store.__init__ is skipped: the timeout lives in the underlying store
+        self._owns_store = False
 
     @property
     def underlying_store(self) -> Store:
@@ -109,7 +111,10 @@ class PrefixStore(Store):
         return [k[len(head):] for k in self._store.list_keys() if k.startswith(head)]
 
     def clone(self) -> "PrefixStore":
-        return PrefixStore(self._prefix, self._store.clone())
+        """The same prefix over a clone of the underlying store, closed with it."""
+        clone = PrefixStore(self._prefix, self._store.clone())
+        clone._owns_store = clone._store is not self._store  # a HashStore is its own clone
+        return clone
 
     @_translate_timeouts
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
@@ -147,4 +152,6 @@ class PrefixStore(Store):
                                   min_size=min_size, timeout=timeout, expect_now=expect_now)
 
     def close(self) -> None:
-        """Nothing to release: the underlying store belongs to whoever created it."""
+        """Close the underlying store if `clone` made it; else it belongs to its creator."""
+        if self._owns_store:
+            self._store.close()

@@ -9,17 +9,18 @@ last group broke, and sends or receives the state for members that are behind.
 over the step's group; members that are healing contribute zeros. `should_commit()`
 votes in the step's commit round: the step counts only if every member of the quorum
 finished it. A failure inside a step (a lost or hung rank, a broken transfer) is
-recorded, never raised into the training loop: the step just does not commit.
+recorded, never raised into the training loop: the step just does not commit. The one
+exception is a newcomer that finds no live member to receive the state from
+(`NoLiveReplicaError`): no later step can succeed.
 
 Keys live under ``ft/<session>/`` of the store: round ``q/<n>``, commit round ``c/<n>``,
-``latest`` (a recent round, where a newcomer starts walking), and ``pg/<n>/`` for a
-group formed at round n. A session is one run of the job (the launcher's run id and
+``latest`` (a recent round, where a newcomer starts walking), ``pg/<n>/`` for a
+group formed at round n, and ``holders/<replica id>`` (`engine.ft.holders`). A session is one run of the job (the launcher's run id and
 restart count), so a job restarted from scratch never reads an earlier run's rounds.
 """
 from __future__ import annotations
 
 import concurrent.futures
-import os
 import sys
 import threading
 import time
@@ -37,7 +38,8 @@ from store import PrefixStore, Store
 from store.errors import StoreTimeoutError
 from store.quorum import quorum_wait_text
 
-from . import state_transfer
+from . import job, state_transfer
+from .holders import Holders, NoLiveReplicaError
 from .quorum import (VOTE_FAILED, VOTE_OK, Arrival, Plan, StaleQuorumError, arrived, commits,
                      decode_round, expected, plan)
 
@@ -52,7 +54,6 @@ SLICE = 0.25
 # rounds per step that a walk can span), rather than every step paying a store write.
 LATEST_EVERY = 16
 CLOSE_TIMEOUT = 0.5  # for telling a replaced group's peers that this member leaves
-STORE_VARIABLE = "ACTORGRAD_JOB_STORE"  # host:port of the job's store (the launcher sets it)
 
 
 class Manager:
@@ -81,13 +82,14 @@ class Manager:
         self.min_replica_size = min_replica_size
         self._user_state = (state_dict, load_state_dict)
         self._owned_store = store is None
-        store = _job_store(timeout) if store is None else store
-        session = session or _session()
+        store = job.job_store(timeout) if store is None else store
+        session = session or job.session()
         self._store = store
         self._keys = PrefixStore(f"ft/{session}", store)
-        self.replica_id = str(replica_id if replica_id is not None else _env_int("RANK"))
+        self.replica_id = str(replica_id if replica_id is not None else job.env_int("RANK"))
         self._incarnation = uuid.uuid4().hex[:12]
-        size = world_size if world_size is not None else _env_int("WORLD_SIZE")
+        self._holders = Holders(self._keys, self.replica_id, self._incarnation)
+        size = world_size if world_size is not None else job.env_int("WORLD_SIZE")
         self._initial = tuple(str(r) for r in range(size))
         self.timeout = timeout
         self.quorum_timeout = timeout if quorum_timeout is None else quorum_timeout
@@ -131,11 +133,14 @@ class Manager:
     def wait_quorum(self) -> Optional[Plan]:
         """This step's plan, once the quorum (and any state transfer) is done; None if it
         failed (the failure is recorded: the step will not commit). Between steps: the
-        plan of the step last decided."""
+        plan of the step last decided. NoLiveReplicaError, on this and every later call,
+        when every replica was lost at once."""
         if self._quorum is None:
             return self._plan
         try:
             self._plan = self._quorum.result()
+        except NoLiveReplicaError:
+            raise  # no later step can succeed: the training loop must hear it
         except Exception as exc:  # noqa: BLE001 - recorded: the step does not commit
             self.report_error(exc)
             self._plan = None
@@ -242,8 +247,9 @@ class Manager:
                 try:
                     result = self._keys.quorum(name, me, data,
                                                timeout=max(0.01, deadline - time.monotonic()))
-                except StoreTimeoutError:
+                except StoreTimeoutError as exc:
                     self._round = None  # the next try starts again from `latest`
+                    self._check_someone_holds_the_state(exc)
                     raise
             else:
                 result = self._arrive(name, data.decode(), self._last,
@@ -266,6 +272,8 @@ class Manager:
         self._last = step_plan
         if step_plan.rank == 0 and (step_plan.reconfigure or round_ % LATEST_EVERY == 0):
             self._keys.set("latest", str(round_))
+        if not step_plan.healing and (step_plan.reconfigure or not self._holders.holding):
+            self._holders.hold()  # again on a new group: a stalled session loses its key
         if step_plan.reconfigure:
             self._broken = True  # until the new group stands
             self._reform(step_plan)
@@ -286,9 +294,23 @@ class Manager:
         latest = self._latest()
         if latest > round_:
             self._round, self._last = None, None
+            self._holders.drop()
             raise StaleQuorumError(f"replica {self.replica_id!r} came to quorum round "
                                    f"{round_}, but the others went on to round {latest}; "
                                    f"it joins again as a newcomer")
+
+    def _check_someone_holds_the_state(self, timed_out: StoreTimeoutError) -> None:
+        """NoLiveReplicaError if no other live member holds the state a newcomer needs."""
+        holders = self._holders.others()
+        if holders == []:
+            raise NoLiveReplicaError(
+                f"replica {self.replica_id!r} found no round to join within "
+                f"{self.join_timeout:g}s and no live member that holds the state to receive "
+                f"it from: every replica of this job was lost at once, and engine.ft keeps "
+                f"no checkpoint. Restart the job: under the launcher's default "
+                f"--restart-policy all a restart is a new session, which starts again "
+                f"from round 0 (and from the script's own checkpoint, if it keeps one)"
+            ) from timed_out
 
     def _arrive(self, name: str, data: str, basis: Optional[Plan], timeout: float,
                 final_min: int) -> Dict[str, bytes]:
@@ -414,29 +436,3 @@ class _Reduction:
         except Exception as exc:  # noqa: BLE001 - recorded: the step does not commit
             self._manager.report_error(exc)
         return True
-
-
-def _job_store(timeout: float) -> Store:
-    from store import TCPStore
-
-    address = os.environ.get(STORE_VARIABLE)
-    if not address:
-        raise ValueError(f"Manager needs the job's store: pass store=..., or run under "
-                         f"python -m actors.launch, which sets {STORE_VARIABLE}")
-    host, _, port = address.rpartition(":")
-    return TCPStore(host, int(port), timeout=max(timeout, 30.0))
-
-
-def _session() -> str:
-    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
-    if run_id is None:
-        raise ValueError("Manager needs a session: pass session=..., or run under "
-                         "python -m actors.launch, whose run id and restart count name it")
-    return f"{run_id}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
-
-
-def _env_int(name: str) -> int:
-    value = os.environ.get(name)
-    if value is None:
-        raise ValueError(f"Manager needs {name}: pass it, or run under python -m actors.launch")
-    return int(value)

@@ -89,15 +89,16 @@ class _Faulty(ft.Manager):
 def run(port: int, session: str, replica: str, world: int, steps: int, results: Any,
         seed: int = 0, fault: Optional[tuple] = None, min_replica_size: int = 1,
         timeout: float = 5.0, deadline: float = 60.0, with_member: Optional[str] = None,
-        attempts: Optional[int] = None) -> None:
+        attempts: Optional[int] = None, join_timeout: float = 60.0) -> None:
     """Train until `steps` steps committed and, if `with_member`, the last 3 committed
     in a row with that member in the quorum (or `attempts` steps tried, or `deadline`
     seconds), reporting each step as
     (replica, step_after, committed, participants, members, digest, pid),
-    then (replica, 'done', step, digest)."""
+    then (replica, 'done', step, digest); or (replica, 'error', its text) and raise."""
     store = TCPStore("127.0.0.1", port, timeout=30)
     manager = _Faulty(min_replica_size, store=store, replica_id=replica, world_size=world,
-                      session=session, timeout=timeout, progress=False)
+                      session=session, timeout=timeout, join_timeout=join_timeout,
+                      progress=False)
     manager.fault, manager.reports = fault, results
     model = ft.DistributedDataParallel(manager, build(seed))
     optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.05,
@@ -127,6 +128,9 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
                          step_plan.members if step_plan else (), digest(model.module),
                          os.getpid()))
         results.put((replica, "done", manager.current_step(), digest(model.module)))
+    except Exception as exc:
+        results.put((replica, "error", f"{type(exc).__name__}: {exc}"))
+        raise
     finally:
         manager.shutdown()
         store.close()

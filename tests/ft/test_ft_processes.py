@@ -1,6 +1,6 @@
 """Fault-tolerant data parallelism with real processes: kills mid-step, newcomers that
 receive the state, a kill during that transfer, two losses at once, the last member
-alone, and a hung rank."""
+alone, a hung rank, and every replica lost at once."""
 import contextlib
 import multiprocessing as mp
 import os
@@ -14,6 +14,7 @@ import pytest
 
 from store import TCPStore
 from tests.ft import replicas
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 ctx = mp.get_context("spawn")
@@ -37,7 +38,7 @@ class Job:
         self.procs.setdefault(replica, []).append(proc)
 
     def collect(self, finishing, timeout: float = 60.0) -> None:
-        """Read reports until every replica in `finishing` said it is done."""
+        """Read reports until every replica in `finishing` said it is done (or failed)."""
         deadline = time.monotonic() + timeout
         while not set(finishing) <= set(self.done):
             try:
@@ -45,7 +46,7 @@ class Job:
             except queue.Empty:
                 raise AssertionError(f"replicas {sorted(set(finishing) - set(self.done))} "
                                      f"did not finish within {timeout}s") from None
-            if item[1] == "done":
+            if item[1] in ("done", "error"):
                 self.done[item[0]] = item
             else:
                 self.steps[item[0]].append(item)
@@ -224,3 +225,30 @@ def test_a_hung_rank_is_lost_after_the_timeout_and_the_others_go_on():
         assert any(not o[1] and "2" in o[2] for o in outcome)  # the step it hung in
         assert outcome[-1][:2] == (8, True) and "2" not in outcome[-1][2]
         assert_consistent(j)
+
+
+def holders(j: Job):
+    head = f"ft/{j.session}/holders/"
+    return sorted(k[len(head):] for k in j.server.list_keys() if k.startswith(head))
+
+
+@pytest.mark.slow
+def test_when_every_replica_is_lost_at_once_the_restarted_ones_fail_saying_so():
+    with job() as j:
+        for r in "01":
+            j.start(r, 2, 8, fault=("kill_in_allreduce", 3))
+        j.wait_steps("0", 2)
+        assert holders(j) == ["0", "1"]  # each member holds the state from its first step
+        assert [j.wait_exit(r) for r in "01"] == [-signal.SIGKILL] * 2
+        assert wait_until(lambda: holders(j) == [])  # the keys ended with the processes' sessions
+        for r in "01":  # the launcher's restart of each (--restart-policy failed)
+            j.start(r, 2, 8, join_timeout=1.0)
+        j.collect("01", timeout=30)
+        for r in "01":
+            assert j.done[r][1] == "error", j.done[r]
+            assert j.done[r][2].startswith(f"NoLiveReplicaError: replica '{r}' found no "
+                                           f"round to join within 1s and no live member")
+            assert "every replica of this job was lost at once" in j.done[r][2]
+            assert j.wait_exit(r) == 1  # the error ends the script: its restarts run out
+        # Nothing was committed after the loss: the step number did not go back to 0.
+        assert max(j.committed()) == 3

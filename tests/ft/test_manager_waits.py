@@ -1,7 +1,7 @@
 """A fault-tolerant member waiting at a round: it says so when the wait is long, a
-newcomer that found nobody starts again from the latest round, a restarted replica
-passes by the rounds its earlier process was in, and a member the others went on
-without joins them again."""
+newcomer that found nobody starts again from the latest round while a live member holds
+the state and fails once none does, a restarted replica passes by the rounds its earlier
+process was in, and a member the others went on without joins them again."""
 import concurrent.futures
 import contextlib
 
@@ -11,6 +11,7 @@ import structlog
 import engine.ft as ft
 from engine.ft.quorum import Arrival, plan
 from store import PrefixStore, StoreTimeoutError, TCPStore
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -59,6 +60,7 @@ def test_a_newcomer_that_found_no_round_starts_again_from_the_latest_round():
     with newcomer_setting("again", "9", timeout=1.0, join_timeout=0.5) as (keys, manager,
                                                                           member):
         keys.set("latest", "5")  # a round nobody is at any more
+        keys.set_ephemeral("holders/0", "inc-0")  # replica 0 lives, in a long step
         manager.start_quorum()
         assert manager.wait_quorum() is None  # round 6: nobody came
         assert isinstance(manager.errored(), StoreTimeoutError)
@@ -102,3 +104,21 @@ def test_a_member_the_others_went_on_without_past_the_remembered_rounds_joins_th
         manager.should_commit()
         manager.start_quorum()
         assert "1" in at_5001.result(15)  # it came back as a newcomer, after the latest
+
+
+def test_a_newcomer_fails_saying_so_once_no_live_member_holds_the_state():
+    with newcomer_setting("lost", "9", timeout=1.0, join_timeout=0.5) as (keys, manager, _):
+        keys.set("latest", "5")
+        holder = keys.clone()  # replica 0's own session
+        holder.set_ephemeral("holders/0", "inc-0")
+        manager.start_quorum()
+        assert manager.wait_quorum() is None  # nobody came, but replica 0 lives: wait on
+        assert isinstance(manager.errored(), StoreTimeoutError)
+        manager.should_commit()
+        holder.close()  # replica 0's process ends, and its key with its session
+        assert wait_until(lambda: not keys.check(["holders/0"]))
+        manager.start_quorum()
+        with pytest.raises(ft.NoLiveReplicaError, match="every replica of this job was lost"):
+            manager.wait_quorum()
+        with pytest.raises(ft.NoLiveReplicaError):  # every later call says so too
+            manager.should_commit()

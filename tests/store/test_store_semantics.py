@@ -7,10 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from store import QueueEmptyError, StoreTimeoutError
+from store import PrefixStore, QueueEmptyError, StoreTimeoutError
 
 from tests import limits
+from tests.leftovers import resources
 from tests.limits import within
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -418,3 +420,16 @@ def test_a_clone_reaches_the_same_data_as_torchs_clone(store):
             clone.close()
     store.set("after", b"3")  # closing the clone left the original open
     assert store.get("after") == b"3"
+
+
+def test_closing_a_prefix_stores_clone_closes_the_client_it_made(tcp_master):
+    keys = PrefixStore("job", tcp_master)
+    before = resources()
+    clone = keys.clone()
+    clone.set_ephemeral("alive", b"1")  # owned by the clone's own session
+    clone.close()
+    assert wait_until(lambda: not keys.check(["alive"]))  # the session ended with it
+    assert wait_until(lambda: not resources() - before), resources() - before
+    keys.close()
+    tcp_master.set("after", b"1")  # closing the prefix store left its store open
+    assert tcp_master.get("after") == b"1"

@@ -1,0 +1,39 @@
+"""Where a `Manager` finds its job when run under ``python -m actors.launch``: the job's
+store, the session (one run of the job) and its replica id and world size, from the
+environment the launcher sets."""
+from __future__ import annotations
+
+import os
+
+from store import Store
+
+STORE_VARIABLE = "ACTORGRAD_JOB_STORE"  # host:port of the job's store (the launcher sets it)
+
+
+def job_store(timeout: float) -> Store:
+    """A client of the job's TCPStore, at the address the launcher gives."""
+    from store import TCPStore
+
+    address = os.environ.get(STORE_VARIABLE)
+    if not address:
+        raise ValueError(f"Manager needs the job's store: pass store=..., or run under "
+                         f"python -m actors.launch, which sets {STORE_VARIABLE}")
+    host, _, port = address.rpartition(":")
+    return TCPStore(host, int(port), timeout=max(timeout, 30.0))
+
+
+def session() -> str:
+    """The launcher's run id and restart count: a job restarted from scratch is a new one."""
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID")
+    if run_id is None:
+        raise ValueError("Manager needs a session: pass session=..., or run under "
+                         "python -m actors.launch, whose run id and restart count name it")
+    return f"{run_id}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+
+
+def env_int(name: str) -> int:
+    """An integer the launcher sets (``RANK``, ``WORLD_SIZE``)."""
+    value = os.environ.get(name)
+    if value is None:
+        raise ValueError(f"Manager needs {name}: pass it, or run under python -m actors.launch")
+    return int(value)
