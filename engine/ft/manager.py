@@ -15,8 +15,9 @@ exception is a newcomer that finds no live member to receive the state from
 
 Keys live under ``ft/<session>/`` of the store: round ``q/<n>``, commit round ``c/<n>``,
 ``latest`` (a recent round, where a newcomer starts walking), ``pg/<n>/`` for a
-group formed at round n, and ``holders/<replica id>`` (`engine.ft.holders`). A session is one run of the job (the launcher's run id and
-restart count), so a job restarted from scratch never reads an earlier run's rounds.
+group formed at round n, and ``holders/<replica id>`` (`engine.ft.holders`). A session
+is one run of the job (the launcher's run id and restart count), so a job restarted
+from scratch never reads an earlier run's rounds.
 """
 from __future__ import annotations
 
@@ -202,6 +203,8 @@ class Manager:
                                                  for m in step_plan.members)
         if committed:
             self._step = step_plan.max_step + 1
+            if self._healed is not None:
+                self._holders.hold()  # it holds the state from now on
         return committed
 
     def current_step(self) -> int:
@@ -249,7 +252,8 @@ class Manager:
                                                timeout=max(0.01, deadline - time.monotonic()))
                 except StoreTimeoutError as exc:
                     self._round = None  # the next try starts again from `latest`
-                    self._check_someone_holds_the_state(exc)
+                    if not self._holders.holding:
+                        self._check_someone_holds_the_state(exc)
                     raise
             else:
                 result = self._arrive(name, data.decode(), self._last,
@@ -272,13 +276,20 @@ class Manager:
         self._last = step_plan
         if step_plan.rank == 0 and (step_plan.reconfigure or round_ % LATEST_EVERY == 0):
             self._keys.set("latest", str(round_))
-        if not step_plan.healing and (step_plan.reconfigure or not self._holders.holding):
-            self._holders.hold()  # again on a new group: a stalled session loses its key
-        if step_plan.reconfigure:
-            self._broken = True  # until the new group stands
-            self._reform(step_plan)
-        self._say(step_plan, last)
-        self._heal(step_plan)
+        if step_plan.healing:
+            self._holders.drop()  # behind: it gives nobody the state
+        elif step_plan.reconfigure or round_ % LATEST_EVERY == 0 or not self._holders.holding:
+            self._holders.hold()  # again now and then: a stalled session loses its key
+        try:
+            if step_plan.reconfigure:
+                self._broken = True  # until the new group stands
+                self._reform(step_plan)
+            self._say(step_plan, last)
+            self._heal(step_plan)
+        except BaseException:
+            if step_plan.healing:  # still without the state: it joins again as a newcomer
+                self._round, self._last = None, None
+            raise
         return step_plan
 
     def _latest(self) -> int:
@@ -300,16 +311,16 @@ class Manager:
                                    f"it joins again as a newcomer")
 
     def _check_someone_holds_the_state(self, timed_out: StoreTimeoutError) -> None:
-        """NoLiveReplicaError if no other live member holds the state a newcomer needs."""
+        """NoLiveReplicaError if no other live member holds the state this one needs."""
         holders = self._holders.others()
         if holders == []:
             raise NoLiveReplicaError(
-                f"replica {self.replica_id!r} found no round to join within "
-                f"{self.join_timeout:g}s and no live member that holds the state to receive "
-                f"it from: every replica of this job was lost at once, and engine.ft keeps "
-                f"no checkpoint. Restart the job: under the launcher's default "
-                f"--restart-policy all a restart is a new session, which starts again "
-                f"from round 0 (and from the script's own checkpoint, if it keeps one)"
+                f"replica {self.replica_id!r} found no round to join in time and no live "
+                f"member that holds the state to receive it from: every replica of this "
+                f"job was lost at once, and engine.ft keeps no checkpoint. Restart the "
+                f"job: under the launcher's default --restart-policy all a restart is a "
+                f"new session, which starts again from round 0 (and from the script's own "
+                f"checkpoint, if it keeps one)"
             ) from timed_out
 
     def _arrive(self, name: str, data: str, basis: Optional[Plan], timeout: float,

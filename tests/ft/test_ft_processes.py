@@ -247,8 +247,21 @@ def test_when_every_replica_is_lost_at_once_the_restarted_ones_fail_saying_so():
         for r in "01":
             assert j.done[r][1] == "error", j.done[r]
             assert j.done[r][2].startswith(f"NoLiveReplicaError: replica '{r}' found no "
-                                           f"round to join within 1s and no live member")
+                                           f"round to join in time and no live member")
             assert "every replica of this job was lost at once" in j.done[r][2]
             assert j.wait_exit(r) == 1  # the error ends the script: its restarts run out
         # Nothing was committed after the loss: the step number did not go back to 0.
         assert max(j.committed()) == 3
+
+
+@pytest.mark.slow
+def test_a_newcomer_whose_only_sender_dies_in_the_transfer_fails_saying_so():
+    with job() as j:
+        j.start("0", 1, 10**6, fault=("kill_in_transfer", None))
+        j.wait_steps("0", 2)
+        j.start("1", 1, 4, join_timeout=1.0)
+        assert j.wait_exit("0") == -signal.SIGKILL
+        j.collect("1", timeout=30)
+        assert j.done["1"][1] == "error", j.done["1"]
+        assert j.done["1"][2].startswith("NoLiveReplicaError: replica '1' found no round")
+        assert not any(rep[2] for rep in j.steps["1"])  # it never trained on its own

@@ -110,12 +110,14 @@ def test_a_newcomer_fails_saying_so_once_no_live_member_holds_the_state():
     with newcomer_setting("lost", "9", timeout=1.0, join_timeout=0.5) as (keys, manager, _):
         keys.set("latest", "5")
         holder = keys.clone()  # replica 0's own session
-        holder.set_ephemeral("holders/0", "inc-0")
-        manager.start_quorum()
-        assert manager.wait_quorum() is None  # nobody came, but replica 0 lives: wait on
-        assert isinstance(manager.errored(), StoreTimeoutError)
-        manager.should_commit()
-        holder.close()  # replica 0's process ends, and its key with its session
+        try:
+            holder.set_ephemeral("holders/0", "inc-0")
+            manager.start_quorum()
+            assert manager.wait_quorum() is None  # nobody came, but replica 0 lives: wait on
+            assert isinstance(manager.errored(), StoreTimeoutError)
+            manager.should_commit()
+        finally:
+            holder.close()  # replica 0's process ends, and its key with its session
         assert wait_until(lambda: not keys.check(["holders/0"]))
         manager.start_quorum()
         with pytest.raises(ft.NoLiveReplicaError, match="every replica of this job was lost"):
