@@ -278,8 +278,6 @@ class Manager:
             self._keys.set("latest", str(round_))
         if step_plan.healing:
             self._holders.drop()  # behind: it gives nobody the state
-        elif step_plan.reconfigure or round_ % LATEST_EVERY == 0 or not self._holders.holding:
-            self._holders.hold()  # again now and then: a stalled session loses its key
         try:
             if step_plan.reconfigure:
                 self._broken = True  # until the new group stands
@@ -290,6 +288,9 @@ class Manager:
             if step_plan.healing:  # still without the state: it joins again as a newcomer
                 self._round, self._last = None, None
             raise
+        if not step_plan.healing and (step_plan.reconfigure or round_ % LATEST_EVERY == 0
+                                      or not self._holders.holding):
+            self._holders.hold()  # again now and then: a stalled session loses its key
         return step_plan
 
     def _latest(self) -> int:
