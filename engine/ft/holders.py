@@ -1,12 +1,13 @@
 """`Holders`: which replicas hold the job's state now, by a session-bound key each.
 
-A member that holds the state (it is in a step at the group's highest step) keeps the
-key ``holders/<replica id>``, owned by its store session: the store deletes it when
-the process dies or its session misses its heartbeats, and the member sets it again
-whenever its group is re-formed. Newcomers never release a round by themselves, so a
-newcomer that found no round to join within its join timeout looks here: with no
-other holder, every replica was lost at once and nobody can give it the state
-(`NoLiveReplicaError`), where it would otherwise wait for ever.
+A member that holds the state (it is in a step at the group's highest step, or has
+loaded the state it received) keeps the key ``holders/<replica id>``, owned by its
+store session: the store deletes it when the process dies or its session misses its
+heartbeats, the member sets it again whenever its group is re-formed and every few
+rounds, and deletes it once it falls behind. Newcomers never release a round by
+themselves, so a newcomer holding nothing that found no round to join within its join
+timeout looks here: with no other holder, every replica was lost at once and nobody
+can give it the state (`NoLiveReplicaError`), where it would otherwise wait for ever.
 """
 from __future__ import annotations
 

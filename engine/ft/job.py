@@ -7,17 +7,17 @@ import os
 
 from store import Store
 
-STORE_VARIABLE = "ACTORGRAD_JOB_STORE"  # host:port of the job's store (the launcher sets it)
-
 
 def job_store(timeout: float) -> Store:
     """A client of the job's TCPStore, at the address the launcher gives."""
+    # The launcher sets the variable; its module is imported only when no store= is given.
+    from actors.launch.agent import JOB_STORE_VARIABLE
     from store import TCPStore
 
-    address = os.environ.get(STORE_VARIABLE)
+    address = os.environ.get(JOB_STORE_VARIABLE)
     if not address:
         raise ValueError(f"Manager needs the job's store: pass store=..., or run under "
-                         f"python -m actors.launch, which sets {STORE_VARIABLE}")
+                         f"python -m actors.launch, which sets {JOB_STORE_VARIABLE}")
     host, _, port = address.rpartition(":")
     return TCPStore(host, int(port), timeout=max(timeout, 30.0))
 

@@ -252,8 +252,7 @@ class Manager:
                                                timeout=max(0.01, deadline - time.monotonic()))
                 except StoreTimeoutError as exc:
                     self._round = None  # the next try starts again from `latest`
-                    if not self._holders.holding:
-                        self._check_someone_holds_the_state(exc)
+                    self._check_someone_holds_the_state(exc)
                     raise
             else:
                 result = self._arrive(name, data.decode(), self._last,
@@ -312,9 +311,9 @@ class Manager:
                                    f"it joins again as a newcomer")
 
     def _check_someone_holds_the_state(self, timed_out: StoreTimeoutError) -> None:
-        """NoLiveReplicaError if no other live member holds the state this one needs."""
-        holders = self._holders.others()
-        if holders == []:
+        """NoLiveReplicaError if this process holds nothing and no other live member holds
+        the state it needs."""
+        if not self._holders.holding and self._holders.others() == []:
             raise NoLiveReplicaError(
                 f"replica {self.replica_id!r} found no round to join in time and no live "
                 f"member that holds the state to receive it from: every replica of this "
