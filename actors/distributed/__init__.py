@@ -7,12 +7,12 @@ method or a store, and ``dist.all_reduce(array)`` and the rest.
 from .algorithms import ReduceOp
 from .api import (all_gather, all_gather_into_tensor, all_gather_object, all_reduce,
                   all_to_all, barrier, broadcast, broadcast_object_list, gather,
-                  get_global_rank, get_group_rank, get_rank, get_world_size, irecv, isend,
-                  monitored_barrier, recv, reduce, reduce_scatter, reduce_scatter_tensor,
-                  scatter, send)
+                  get_global_rank, get_group_rank, get_rank, get_world_size,
+                  monitored_barrier, reduce, reduce_scatter, reduce_scatter_tensor, scatter)
 from .errors import (CollectiveMismatchError, CollectiveTimeoutError, DistBackendError,
                      DistError, DistNetworkError, DistStoreError, RankLostError)
 from .group import ProcessGroup, Work
+from .p2p import irecv, isend, recv, send
 from .world import destroy_process_group, init_process_group, is_initialized, new_group
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""torch.distributed's collective and point-to-point functions on numpy arrays.
+"""torch.distributed's collective functions on numpy arrays (point to point: `p2p`).
 
 Arrays are C-contiguous numpy arrays, or objects whose `.data` is one (an
 `engine.Tensor`); results are written in place where torch writes in place. `src`
@@ -7,20 +7,16 @@ and `dst` are global ranks. With ``async_op=True`` a call returns a `Work`.
 from __future__ import annotations
 
 import time
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional
 
 import cloudpickle
-import numpy as np
-
-from actors.runtime.concurrency.threads import start_thread
 
 from . import collectives
 from .algorithms import ReduceOp, check_op
+from .arguments import Group, array_of, arrays_of, group_rank, rooted
 from .errors import CollectiveTimeoutError, DistError
 from .group import Call, ProcessGroup, Work
-from .world import current, group_or_default
-
-Group = Optional[ProcessGroup]
+from .world import group_or_default
 
 
 # ---- who is who ------------------------------------------------------------------------
@@ -60,7 +56,7 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Group = None,
     ``async_op=True``, else None once the result is in `tensor`; a rank lost on the way
     raises `RankLostError`.
     """
-    array = _array(tensor)
+    array = array_of(tensor)
     check_op(op, array.dtype)
 
     def body(call: Call) -> None:
@@ -76,9 +72,9 @@ def broadcast(tensor: Any, src: int, group: Group = None, async_op: bool = False
     Returns a `Work` with ``async_op=True``, else None. ValueError when `src` is not a
     member of the group.
     """
-    array = _array(tensor)
+    array = array_of(tensor)
     pg = group_or_default(group)
-    root = _group_rank(pg, src, "src")
+    root = group_rank(pg, src, "src")
 
     def body(call: Call) -> None:
         result = collectives.broadcast(call, array, root)
@@ -95,10 +91,10 @@ def reduce(tensor: Any, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group = No
     The other ranks' arrays are left as they were (torch leaves them undefined).
     Returns a `Work` with ``async_op=True``, else None.
     """
-    array = _array(tensor)
+    array = array_of(tensor)
     check_op(op, array.dtype)
     pg = group_or_default(group)
-    root = _group_rank(pg, dst, "dst")
+    root = group_rank(pg, dst, "dst")
 
     def body(call: Call) -> None:
         result = collectives.reduce(call, array, op, root)
@@ -115,9 +111,9 @@ def all_gather(tensor_list: List[Any], tensor: Any, group: Group = None,
     `tensor_list` holds one array per rank of the group, each of `tensor`'s shape and
     dtype (ValueError otherwise). Returns a `Work` with ``async_op=True``, else None.
     """
-    array = _array(tensor)
+    array = array_of(tensor)
     pg = group_or_default(group)
-    outputs = _arrays(tensor_list, pg.size, "tensor_list", like=array)
+    outputs = arrays_of(tensor_list, pg.size, "tensor_list", like=array)
 
     def body(call: Call) -> None:
         collectives.all_gather_into(call, array, outputs)
@@ -132,7 +128,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group =
     `output_tensor` must have `input_tensor`'s dtype and world-size times its elements
     (ValueError otherwise). Returns a `Work` with ``async_op=True``, else None.
     """
-    array, out = _array(input_tensor), _array(output_tensor)
+    array, out = array_of(input_tensor), array_of(output_tensor)
     pg = group_or_default(group)
     if out.size != array.size * pg.size or out.dtype != array.dtype:
         raise ValueError(f"all_gather_into_tensor: output of {out.dtype}{list(out.shape)} "
@@ -152,7 +148,7 @@ def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
     dtype) and ignored on the others, which may pass None as in torch. Returns a `Work`
     with ``async_op=True``, else None.
     """
-    array, pg, root, outputs = _rooted(tensor, group, dst, "dst", gather_list, "gather_list")
+    array, pg, root, outputs = rooted(tensor, group, dst, "dst", gather_list, "gather_list")
 
     def body(call: Call) -> None:
         pieces = collectives.gather(call, array, root)
@@ -171,7 +167,7 @@ def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
     dtype) and ignored on the others, which may pass None as in torch. Returns a `Work`
     with ``async_op=True``, else None.
     """
-    array, pg, root, pieces = _rooted(tensor, group, src, "src", scatter_list, "scatter_list")
+    array, pg, root, pieces = rooted(tensor, group, src, "src", scatter_list, "scatter_list")
 
     def body(call: Call) -> None:
         array[...] = collectives.scatter(call, pieces, root)
@@ -186,10 +182,10 @@ def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOp = ReduceOp.S
     `input_list` holds one array per rank, each of `output`'s shape and dtype. The
     result is written into `output`. Returns a `Work` with ``async_op=True``, else None.
     """
-    out = _array(output)
+    out = array_of(output)
     check_op(op, out.dtype)
     pg = group_or_default(group)
-    pieces = _arrays(input_list, pg.size, "input_list", like=out)
+    pieces = arrays_of(input_list, pg.size, "input_list", like=out)
 
     def body(call: Call) -> None:
         out[...] = collectives.reduce_scatter(call, pieces, op)
@@ -204,7 +200,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,
     ValueError when `input` does not hold exactly world-size times `output`'s elements
     of its dtype. Returns a `Work` with ``async_op=True``, else None.
     """
-    out, array = _array(output), _array(input)
+    out, array = array_of(output), array_of(input)
     pg = group_or_default(group)
     if array.size != out.size * pg.size or out.dtype != array.dtype:
         raise ValueError(f"reduce_scatter_tensor: input {array.dtype}{list(array.shape)} is "
@@ -222,8 +218,8 @@ def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
     its output raises ValueError. Returns a `Work` with ``async_op=True``, else None.
     """
     pg = group_or_default(group)
-    inputs = _arrays(input_tensor_list, pg.size, "input_tensor_list")
-    outputs = _arrays(output_tensor_list, pg.size, "output_tensor_list")
+    inputs = arrays_of(input_tensor_list, pg.size, "input_tensor_list")
+    outputs = arrays_of(output_tensor_list, pg.size, "output_tensor_list")
     shapes = tuple((a.dtype.str, a.shape) for a in inputs)
 
     def body(call: Call) -> None:
@@ -313,7 +309,7 @@ def broadcast_object_list(object_list: List[Any], src: int = 0, group: Group = N
     ignored.
     """
     pg = group_or_default(group)
-    root = _group_rank(pg, src, "src")
+    root = group_rank(pg, src, "src")
     blob = cloudpickle.dumps(list(object_list)) if pg.rank == root else None
 
     def body(call: Call) -> None:
@@ -326,125 +322,8 @@ def broadcast_object_list(object_list: List[Any], src: int = 0, group: Group = N
     _run(pg, ("broadcast_object_list", root), body, False)
 
 
-# ---- point to point --------------------------------------------------------------------
-
-def send(tensor: Any, dst: int, group: Group = None, tag: int = 0) -> None:
-    """Send to global rank `dst`; returns once the message is handed to the transport."""
-    array = _array(tensor)
-    pg = _member(group)
-    peer = _group_rank(pg, dst, "dst")
-    if peer == pg.rank:
-        raise ValueError("send: dst is this rank")
-    pg.transport.inbox.check(pg.ranks)
-    pg.transport.send(dst, (pg.id, "p2p", tag), ("send", array.dtype.str, array.shape), array)
-
-
-def recv(tensor: Any, src: Optional[int] = None, group: Group = None, tag: int = 0) -> int:
-    """Receive into `tensor` from global rank `src` (any rank when None); the sender's rank."""
-    array = _array(tensor)
-    pg = _member(group)
-    peers = [p for p in range(pg.size) if p != pg.rank] if src is None else \
-        [_group_rank(pg, src, "src")]
-    senders = tuple(pg.ranks[p] for p in peers)
-    key, (call, data) = pg.transport.inbox.take_first(
-        tuple((pg.id, "p2p", tag, s) for s in senders), senders, pg.ranks,
-        time.monotonic() + pg.timeout,
-        lambda: f"recv(src={src}, tag={tag}) on rank {pg.transport.rank}")
-    sender = key[-1]
-    with pg.transport.lend(data) as data:
-        if data.shape != array.shape or data.dtype != array.dtype:
-            raise ValueError(f"recv: rank {sender} sent {data.dtype}{list(data.shape)} but "
-                             f"rank {pg.transport.rank} receives into "
-                             f"{array.dtype}{list(array.shape)}")
-        array[...] = data
-    return sender
-
-
-def isend(tensor: Any, dst: int, group: Group = None, tag: int = 0) -> Work:
-    """`send` that returns a `Work`: the message is handed over before it returns, as `send` does.
-
-    An error of the send is raised by the Work's `wait` or `result`, not by this call.
-    """
-    from actors.runtime import Future
-
-    future = Future()
-    try:
-        send(tensor, dst, group, tag)
-    except BaseException as exc:  # noqa: BLE001 - the Work raises it
-        future.set_exception(exc)
-    else:
-        future.set_result(None)
-    return Work(future)
-
-
-def irecv(tensor: Any, src: Optional[int] = None, group: Group = None, tag: int = 0) -> Work:
-    """`recv` on a thread of its own; the Work's result is the sender's rank."""
-    from actors.runtime import Future
-
-    future = Future()
-
-    def receive() -> None:
-        try:
-            future.set_result(recv(tensor, src, group, tag))
-        except BaseException as exc:  # noqa: BLE001 - the Work raises it
-            future.set_exception(exc)
-
-    start_thread(receive, name="pg-irecv", owner="actors.distributed.api.irecv",
-                 purpose="waits for one irecv's message")
-    return Work(future)
-
-
 # ---- helpers ---------------------------------------------------------------------------
 
 def _run(group: Group, describe: tuple, body: Any, async_op: bool) -> Optional[Work]:
     work = group_or_default(group).run(describe, body, async_op)
     return work if async_op else None
-
-
-def _member(group: Group) -> ProcessGroup:
-    pg = group_or_default(group)
-    if pg.rank < 0:
-        raise DistError(f"rank {current().group.rank} is not a member of this group "
-                        f"(ranks {pg.ranks})")
-    return pg
-
-
-def _group_rank(pg: ProcessGroup, rank: int, name: str) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank not in pg.ranks:
-        raise ValueError(f"{name}={rank!r} is not a rank of this group (ranks {pg.ranks})")
-    return pg.ranks.index(rank)
-
-
-def _rooted(tensor: Any, group: Group, root: int, role: str, items: Optional[Sequence[Any]],
-            items_name: str) -> tuple:
-    """(array, group, the root's group rank, `items` checked against the array on the
-    root and None elsewhere) for a call with a root that holds a list."""
-    array = _array(tensor)
-    pg = group_or_default(group)
-    at = _group_rank(pg, root, role)
-    listed = _arrays(items, pg.size, items_name, like=array) if pg.rank == at else None
-    return array, pg, at, listed
-
-
-def _array(value: Any) -> np.ndarray:
-    """The numpy array behind `value` (an ndarray, or a tensor whose `.data` is one)."""
-    array = value if isinstance(value, np.ndarray) else getattr(value, "data", None)
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"expected a numpy array or a tensor, got {type(value).__name__}")
-    if not array.flags.c_contiguous:
-        raise ValueError("collectives need C-contiguous arrays (np.ascontiguousarray)")
-    return array
-
-
-def _arrays(values: Optional[Sequence[Any]], count: int, name: str,
-            like: Optional[np.ndarray] = None) -> List[np.ndarray]:
-    if values is None or len(values) != count:
-        raise ValueError(f"{name} must hold {count} arrays, got "
-                         f"{'None' if values is None else len(values)}")
-    arrays = [_array(v) for v in values]
-    if like is not None:
-        for array in arrays:
-            if array.shape != like.shape or array.dtype != like.dtype:
-                raise ValueError(f"{name}: {array.dtype}{list(array.shape)} does not match "
-                                 f"{like.dtype}{list(like.shape)}")
-    return arrays

@@ -116,7 +116,7 @@ thread name                     owner                                  purpose
                                                                        left
 ``pg-{group}-ops``              actors.distributed.group.ProcessGroup  runs the group's queued
                                                                        collectives in order
-``pg-irecv``                    actors.distributed.api.irecv           waits for one irecv's
+``pg-irecv``                    actors.distributed.p2p.irecv           waits for one irecv's
                                                                        message
 ``rank{r}-stdout``,             actors.launch.workers.Worker           copies a worker's output
 ``rank{r}-stderr``                                                     with a rank prefix
@@ -126,7 +126,7 @@ thread name                     owner                                  purpose
                                                                        for watched keys
 ``actorgrad-etcd-watch``        store.etcd.gateway.WatchStream         reads one etcd watch
                                                                        stream, resumes it
-``actorgrad-etcd-lease``        store.etcd.store._Session              keeps the ephemeral
+``actorgrad-etcd-lease``        store.etcd.session.Session             keeps the ephemeral
                                                                        keys' lease alive
 ``rdzv-keep-alive-{node}``      store.elastic.handler.                 sends the node's
                                 DynamicRendezvousHandler               rendezvous keep-alives

@@ -23,19 +23,18 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 from actors.runtime.process.log import get_logger
-from actors.runtime.concurrency.threads import start_thread
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
 from store.errors import QueueEmptyError, StoreError
 from store.keyspace import INTERNAL_PREFIX, KeySpace
 from store.waiting import block
-from store.watch import WatchDispatcher
 
 from .gateway import (Event, Gateway, LeaseNotFoundError, UncertainWriteError, delete_op,
                       prefix_end, put_op, range_op, same_revision)
+from .session import KeyWatches, Session
 
 log = get_logger(__name__)
 
@@ -44,7 +43,6 @@ T = TypeVar("T")
 Attempt = Tuple[Optional[T], int, List[str]]
 Revisioned = Tuple[bytes, int]  # a value and the etcd revision it was written at
 EPHEMERAL_TTL = 15  # seconds, as DESIGN §8 asks
-REVOKE_RETRY_FOR = 1.0  # seconds
 
 
 class EtcdStore(Store):
@@ -66,11 +64,11 @@ class EtcdStore(Store):
         root = self.prefix.encode()
         self._keys, self._queues = root + b"/k/", root + b"/q/"
         self._ephemeral_ttl = ephemeral_ttl
-        self._session = session = _Session(self._etcd)
+        self._session = session = Session(self._etcd)
         self._closed = session.closed
         self._lock = threading.Lock()  # guards starting the watch stream
         self._watching = False
-        self._watches = _KeyWatches(session)
+        self._watches = KeyWatches(session)
         self._etcd.range(self._keys, count_only=True)  # reachable now, or a clear error
         # A dropped store ends its session too; nothing in a finalizer blocks.
         weakref.finalize(self, session.close_soon).atexit = False
@@ -364,145 +362,3 @@ class EtcdStore(Store):
         """Stop watches and the lease's keep-alive; this client's ephemeral keys go now."""
         self._session.close()
         self._watches.close()
-
-
-class _KeyWatches:
-    """The keys this client watches: `watch_key` callbacks (run in order on the
-    dispatcher's thread) and `watch_revisioned` ones (run on the stream's thread), each
-    told only of changes after the revision it was registered at."""
-
-    def __init__(self, session: "_Session"):
-        self._session = session
-        self._dispatcher: Optional[WatchDispatcher] = None
-        self._revisioned: Dict[str, Tuple[Tuple[Callable, int], ...]] = {}
-        self._lock = threading.Lock()
-
-    def dispatcher(self) -> WatchDispatcher:
-        with self._lock:
-            if self._dispatcher is None:
-                self._dispatcher = WatchDispatcher("actorgrad-etcdstore-watch")
-                self._session.on_close(self._dispatcher.stopper())
-            return self._dispatcher
-
-    def add_revisioned(self, key: str, callback: Callable, since: int) -> None:
-        with self._lock:
-            self._revisioned[key] = self._revisioned.get(key, ()) + ((callback, since),)
-
-    def deliver(self, key: str, old: Optional[bytes], new: Optional[bytes],
-                revision: int) -> None:
-        for callback, since in self._revisioned.get(key, ()):
-            if revision > since:
-                try:
-                    callback(None if new is None else (new, revision))
-                except Exception:
-                    # One faulty callback must not cost the others this change.
-                    log.exception("watch_callback_failed", key=key, callback=repr(callback))
-        if self._dispatcher is not None:
-            self._dispatcher.notify(key, old, new, revision)
-
-    def close(self) -> None:
-        if self._dispatcher is not None:
-            self._dispatcher.close()
-
-
-class _Session:
-    """What a store client holds open: its watch streams, its lease and the keep-alive
-    thread.
-
-    Nothing here refers to the store or its watch callbacks, so a dropped store is
-    collected and its finalizer ends the session (`close_soon`).
-    """
-
-    def __init__(self, etcd: Gateway):
-        self.etcd = etcd
-        self.lock = threading.Lock()
-        self.closed = threading.Event()
-        self._lease: Optional[int] = None
-        self._keeper: Optional[threading.Thread] = None
-        self._stops: List[Callable[[], None]] = []
-
-    def on_close(self, stop: Callable[[], None]) -> None:
-        """Run `stop` when the session ends (at once if it has)."""
-        with self.lock:
-            if not self.closed.is_set():
-                self._stops.append(stop)
-                return
-        stop()
-
-    def lease(self, ttl: int) -> int:
-        """This client's lease for ephemeral keys, granted (and its keep-alive started) on
-        first use, and granted again after etcd ended it."""
-        with self.lock:
-            if self._lease is None:
-                lease = self.etcd.grant(ttl)
-                # Checked after the grant, under the lock the keep-alive thread takes to
-                # read the lease it revokes at close: a lease is revoked by one or the other.
-                if self.closed.is_set():
-                    self.etcd.revoke(lease)
-                    raise StoreError("this EtcdStore is closed")
-                self._lease = lease
-                if self._keeper is None or not self._keeper.is_alive():
-                    self._keeper = start_thread(
-                        _keep_alive, args=(self, ttl), name="actorgrad-etcd-lease",
-                        owner="store.etcd.store._Session",
-                        purpose="keeps the ephemeral keys' lease alive")
-            return self._lease
-
-    def current_lease(self) -> Optional[int]:
-        """The lease the next ephemeral key goes on; None before the first or after one
-        ended."""
-        with self.lock:
-            return self._lease
-
-    def expired(self, lease: int) -> None:
-        """Forget `lease`, which etcd ended (this process went unscheduled for longer
-        than its TTL): its keys are gone, as for a dead client, and the next ephemeral
-        key gets a new lease."""
-        with self.lock:
-            if self._lease == lease:
-                self._lease = None
-                log.warning("etcd_lease_expired", lease=lease)
-
-    def close_soon(self) -> None:
-        """End everything without waiting: the keep-alive thread revokes the lease as it
-        leaves."""
-        if self.closed.is_set():
-            return
-        self.closed.set()
-        with self.lock:
-            stops, self._stops = self._stops, []
-        for stop in stops:
-            stop()
-
-    def close(self, timeout: float = 5.0) -> None:
-        """`close_soon`, then wait (bounded) for the keep-alive thread."""
-        self.close_soon()
-        if self._keeper is not None:
-            self._keeper.join(timeout)
-
-
-def _keep_alive(session: _Session, ttl: int) -> None:
-    """Refresh the session's lease a few times per TTL until the store closes, then
-    revoke it."""
-    etcd = session.etcd
-    while not session.closed.wait(ttl / 3):
-        lease = session.current_lease()
-        if lease is None:
-            continue
-        try:
-            etcd.keep_alive(lease)
-        except LeaseNotFoundError:
-            session.expired(lease)
-        except StoreError as exc:
-            log.warning("etcd_lease_keep_alive_failed", lease=lease, error=str(exc))
-    lease = session.current_lease()
-    if lease is None:
-        return
-    try:
-        # The client's ephemeral keys go now, not at the TTL (which also ends them if
-        # etcd cannot be reached now).
-        etcd.revoke(lease, retry_for=REVOKE_RETRY_FOR)
-    except LeaseNotFoundError:
-        pass  # ended already, and its keys with it
-    except StoreError as exc:
-        log.warning("etcd_lease_not_revoked", lease=lease, error=str(exc))
