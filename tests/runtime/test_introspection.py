@@ -149,6 +149,20 @@ def test_the_recorder_keeps_the_last_entries_and_counts_every_message():
     assert off.entries() == [] and off.by_kind() == {}
 
 
+def test_counts_of_batches_of_one_kind_and_of_mixed_kinds_agree_with_a_plain_tally():
+    served = [(i, SERVED, b"\x01", 0x0200, i, 10 + i, 20 + i, None, 1.0) for i in range(50)]
+    mixed = [(i, event, "p", kind, i, i % 3 * 7, i % 2 * 5, None, None)
+             for i, (event, kind) in enumerate([(SENT, 1), (RECEIVED, 1), (OP, "barrier")] * 20)]
+    counts = recorder.Counts()
+    for batch in (served, [], mixed, served[:1]):
+        counts.add(batch)
+    tally: dict = {}
+    for _, event, _, kind, _, sent, received, _, _ in served + mixed + served[:1]:
+        row = tally.setdefault((event, kind), [0, 0, 0])
+        row[0], row[1], row[2] = row[0] + 1, row[1] + sent, row[2] + received
+    assert {key: list(row) for key, row in counts.items()} == tally
+
+
 def test_an_exchange_is_written_as_its_messages_in_time_order_with_what_is_still_open():
     traffic = Traffic(8)
     start = time.monotonic()

@@ -45,6 +45,7 @@ import threading
 import time
 import weakref
 from itertools import repeat, starmap
+from operator import itemgetter
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..concurrency.weak import members
@@ -104,8 +105,7 @@ class Traffic:
     `counting` False: neither counts nor recorder)."""
 
     def __init__(self, size: int, counting: bool = True):
-        # (event, kind) -> [entries, bytes sent, bytes received]
-        self._counts: Dict[Tuple[str, Any], List[int]] = {}
+        self._counts = Counts()
         self.ring: Optional["collections.deque[Entry]"] = \
             collections.deque(maxlen=size) if size and counting else None
         self._queue: "collections.deque[Entry]" = collections.deque(maxlen=QUEUE_LIMIT)
@@ -134,7 +134,7 @@ class Traffic:
             if waiting == queue.maxlen:
                 self.complete = False
             batch = list(starmap(queue.popleft, repeat((), waiting)))
-            _count(batch, self._counts)
+            self._counts.add(batch)
             if self.ring is not None:
                 self.ring.extend(batch)
 
@@ -142,8 +142,8 @@ class Traffic:
         """Messages and bytes in and out per kind (of what is still open too)."""
         with self._folding:
             self.fold()
-            counts = {key: list(tally) for key, tally in self._counts.items()}
-        _count(self._open_entries(), counts)
+            counts = self._counts.copy()
+        counts.add(self._open_entries())
         table: Dict[int, Dict[str, int]] = {}
         for (event, kind), (entries, sent, received) in counts.items():
             if event not in _MESSAGES:
@@ -208,15 +208,47 @@ def _write_json(path: str, data: Any) -> None:
     os.replace(path + ".part", path)
 
 
-def _count(entries: List[Entry], counts: Dict[Tuple[str, Any], List[int]]) -> None:
-    """Add `entries` to `counts`: (event, kind) -> [entries, bytes sent, bytes received]."""
-    for _, event, _, kind, _, sent, received, _, _ in entries:
-        tally = counts.get((event, kind))
-        if tally is None:
-            tally = counts[(event, kind)] = [0, 0, 0]
-        tally[0] += 1
-        tally[1] += sent
-        tally[2] += received
+class Counts:
+    """Entries, bytes sent and bytes received per (event, kind), added a batch at a time
+    (`add`): the entries are counted by C code, and a batch of one (event, kind) (what a
+    process that only calls, or only serves, records) is summed by C code too."""
+
+    def __init__(self) -> None:
+        self.entries: "collections.Counter[Tuple[str, Any]]" = collections.Counter()
+        self.sent: "collections.Counter[Tuple[str, Any]]" = collections.Counter()
+        self.received: "collections.Counter[Tuple[str, Any]]" = collections.Counter()
+
+    def add(self, batch: List[Entry]) -> None:
+        """Count the entries of `batch`."""
+        keys = list(map(_KEY, batch))
+        if not keys:
+            return
+        self.entries.update(keys)
+        if keys.count(keys[0]) == len(keys):
+            self.sent[keys[0]] += sum(map(_SENT, batch))
+            self.received[keys[0]] += sum(map(_RECEIVED, batch))
+            return
+        sent, received = self.sent, self.received
+        for key, out, into in zip(keys, map(_SENT, batch), map(_RECEIVED, batch)):
+            if out:
+                sent[key] += out
+            if into:
+                received[key] += into
+
+    def copy(self) -> "Counts":
+        """Counts of their own with the same figures (for a reader to add to)."""
+        counts = Counts()
+        counts.entries, counts.sent, counts.received = \
+            self.entries.copy(), self.sent.copy(), self.received.copy()
+        return counts
+
+    def items(self) -> List[Tuple[Tuple[str, Any], Tuple[int, int, int]]]:
+        """((event, kind), (entries, bytes sent, bytes received)) for each key counted."""
+        return [(key, (entries, self.sent[key], self.received[key]))
+                for key, entries in self.entries.items()]
+
+
+_KEY, _SENT, _RECEIVED = itemgetter(1, 3), itemgetter(5), itemgetter(6)
 
 
 def recording(reason: str, identity: Dict[str, Any], entries: List[Entry],
