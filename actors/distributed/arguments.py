@@ -14,6 +14,7 @@ Group = Optional[ProcessGroup]
 
 
 def member(group: Group) -> ProcessGroup:
+    """`group` (None: the default group); DistError if this rank is not in it."""
     pg = group_or_default(group)
     if pg.rank < 0:
         raise DistError(f"rank {current().group.rank} is not a member of this group "
@@ -22,13 +23,15 @@ def member(group: Group) -> ProcessGroup:
 
 
 def group_rank(pg: ProcessGroup, rank: int, name: str) -> int:
+    """The rank within `pg` of global rank `rank` (the argument `name`); ValueError if
+    `pg` has no such rank."""
     if isinstance(rank, bool) or not isinstance(rank, int) or rank not in pg.ranks:
         raise ValueError(f"{name}={rank!r} is not a rank of this group (ranks {pg.ranks})")
     return pg.ranks.index(rank)
 
 
 def rooted(tensor: Any, group: Group, root: int, role: str, items: Optional[Sequence[Any]],
-            items_name: str) -> tuple:
+           items_name: str) -> tuple:
     """(array, group, the root's group rank, `items` checked against the array on the
     root and None elsewhere) for a call with a root that holds a list."""
     array = array_of(tensor)
@@ -49,7 +52,9 @@ def array_of(value: Any) -> np.ndarray:
 
 
 def arrays_of(values: Optional[Sequence[Any]], count: int, name: str,
-            like: Optional[np.ndarray] = None) -> List[np.ndarray]:
+              like: Optional[np.ndarray] = None) -> List[np.ndarray]:
+    """The arrays behind the `count` items of `values` (the argument `name`), each with
+    `like`'s shape and dtype when given; ValueError otherwise."""
     if values is None or len(values) != count:
         raise ValueError(f"{name} must hold {count} arrays, got "
                          f"{'None' if values is None else len(values)}")
