@@ -1,9 +1,5 @@
 """`Session`: what one `EtcdStore` client holds open (its lease for ephemeral keys and
-the thread that keeps it alive), and `KeyWatches`, the keys it watches.
-
-Nothing here refers to the store, so a dropped store is collected and its finalizer
-ends the session.
-"""
+the thread that keeps it alive), and `KeyWatches`, the keys it watches."""
 from __future__ import annotations
 
 import threading
