@@ -154,3 +154,16 @@ def test_a_call_with_a_definition_by_name_round_trips_through_the_codec_with_its
     assert len(encoded[0][1]) == 1 and inc(1) == 2
     assert b"triple_for_test" in encoded[0][0] and b"cloudpickle" not in encoded[0][0]
     assert b"cloudpickle" in encoded[1][0]
+
+
+def test_a_definition_known_to_go_by_name_still_travels_with_its_value_to_another_receiver(
+        triple):
+    from actors.runtime.protocol import script_refs, serialization
+
+    call = (triple, (2,), {}, 0, {})
+    for _ in range(2):  # the second time from what the first one learned
+        with script_refs.same_script_receiver(True):
+            by_name, _ = serialization.dumps(call)
+        elsewhere, _ = serialization.dumps(call)
+        assert b"cloudpickle" not in by_name and b"cloudpickle" in elsewhere
+        assert serialization.loads(elsewhere)[0](2) == 6

@@ -93,10 +93,21 @@ def reduce_script_definition(obj: Any) -> Optional[Tuple[Any, tuple]]:
     return resolve_script_definition, (qualname, path, value)
 
 
+# The script's definitions that a receiver running the script makes (`_receiver_finds`).
+_found_by_receiver: set = set()
+
+
 def goes_by_name(obj: Any) -> bool:
     """True if `obj` is a definition of the script that travels by name alone on this thread."""
-    name = _receiver.same and _checked_name(obj)
-    return bool(name) and _receiver_finds(*name)
+    if not _receiver.same:
+        return False
+    if obj in _found_by_receiver:
+        return True
+    name = _checked_name(obj)
+    if name is None or not _receiver_finds(*name):
+        return False
+    _found_by_receiver.add(obj)
+    return True
 
 
 def _checked_name(obj: Any) -> Optional[Tuple[str, str]]:

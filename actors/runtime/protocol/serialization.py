@@ -70,13 +70,7 @@ def _plainness(value: Any, depth: int = 6) -> int:
     if kind in _PLAIN_TYPES:
         return _PLAIN if kind is not np.ndarray or not value.dtype.hasobject else _NOT_PLAIN
     if kind is types.FunctionType:
-        if _importable(value):
-            return _PLAIN
-        if not goes_by_name(value):
-            return _NOT_PLAIN
-        # The standard pickler names a function of `__main__` the way a receiver running
-        # the same script finds it; one of a spawned child's `__mp_main__` needs renaming.
-        return _PLAIN if value.__module__ == "__main__" else _PLAIN_WITH_SCRIPT_NAMES
+        return _function_plainness(value)
     if kind not in _PLAIN_CONTAINERS or depth == 0 or len(value) > _PLAIN_MAX_ITEMS:
         return _NOT_PLAIN
     if kind is dict:
@@ -86,13 +80,24 @@ def _plainness(value: Any, depth: int = 6) -> int:
         value = value.values()
     found = _PLAIN
     for item in value:
-        if type(item) in _SCALARS:
+        kind = type(item)
+        if kind in _SCALARS or (kind in _PLAIN_CONTAINERS and not item):
             continue
         inner = _plainness(item, depth - 1)
         if inner == _NOT_PLAIN:
             return _NOT_PLAIN
         found = max(found, inner)
     return found
+
+
+def _function_plainness(fn: types.FunctionType) -> int:
+    if fn in _by_reference:
+        return _PLAIN
+    if goes_by_name(fn):
+        # The standard pickler names a function of `__main__` the way a receiver running
+        # the same script finds it; one of a spawned child's `__mp_main__` needs renaming.
+        return _PLAIN if fn.__module__ == "__main__" else _PLAIN_WITH_SCRIPT_NAMES
+    return _PLAIN if _importable(fn) else _NOT_PLAIN
 
 
 def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
