@@ -2,11 +2,11 @@
 
 Calls travel as `RPC_CALL` messages holding ``(fn, args, kwargs, caller_rank,
 meta)``; the callee runs them on its worker pool inside the context managers its
-hooks return, and replies ``(value, meta)``. `RPC_REMOTE` does the same but keeps
-the value in the owner table and replies only when it exists. Functions marked
-`async_execution` return a Future: the reply waits for it, the worker thread does
-not. Services (`services.py`) are kinds of their own, served the same way without
-the hooks.
+hooks return, and replies ``(value, meta)`` (that half is `callee.Callee`).
+`RPC_REMOTE` does the same but keeps the value in the owner table and replies only
+when it exists. Functions marked `async_execution` return a Future: the reply waits
+for it, the worker thread does not. Services (`services.py`) are kinds of their own,
+served the same way without the hooks.
 """
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 import zmq
 
-from actors.runtime import (Actor, ActorError, Future, Kind, Message, PeerLostError,
+from actors.runtime import (Actor, ActorError, Future, Kind, PeerLostError,
                             SafeModeError)
 from actors.runtime.io.channel import Channel
-from actors.runtime.concurrency.futures import completed, failed
+from actors.runtime.concurrency.futures import failed
 from actors.runtime.introspection import status
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol import shared_buffers
@@ -32,6 +32,7 @@ from actors.debug.directory import publish
 
 from . import hooks as hook_registry
 from . import services
+from .callee import Callee
 from .named import serve_named_call
 from .directory import Destination, WorkerDirectory, WorkerInfo
 from .errors import RpcNotInitializedError, WorkerLostError
@@ -48,7 +49,7 @@ _CONNECT_TIMEOUT = 5.0
 INIT_TIMEOUT = 1800.0
 
 
-class RpcAgent:
+class RpcAgent(Callee):
     """This process's worker: its actor, the world directory, owned RRef values."""
 
     def __init__(self, name: str, rank: int, world_size: int, store: Store, host: str,
@@ -307,90 +308,6 @@ class RpcAgent:
             self._mark_lost(self.directory.by_address(address))
         except (AttributeError, ValueError):
             pass
-
-    # ---- serving ------------------------------------------------------------------
-
-    def serve(self, kind: int, handler: services.ServiceHandler) -> None:
-        """Serve service `kind` (see `services`) on the worker pool."""
-        def serve_service(msg: Message) -> Any:
-            caller, payload = msg.payload
-            return handler(self._caller(msg, caller), payload)
-
-        self.actor.register(kind, serve_service)
-
-    def _caller(self, msg: Message, rank: int) -> WorkerInfo:
-        """The worker that sent `msg`, noted so that its lost connection is noticed."""
-        # A peer that finished joining may call before this worker has read the world.
-        if not self._joined.is_set() and not self._joined.wait(self.init_timeout):
-            raise RpcNotInitializedError(f"worker {self.name!r} has not joined its world")
-        self._sender_ranks[msg.sender] = rank
-        return self.directory.resolve(rank)
-
-    def _run(self, msg: Message) -> Tuple[Any, WorkerInfo]:
-        """Run a received call inside its hooks' contexts: ``(result, caller)``, the result
-        a Future for async functions."""
-        fn, args, kwargs, caller, meta = msg.payload[:5]
-        peer = self._caller(msg, caller)
-        if meta:
-            hook_registry.load_hooks_for(meta)
-        msg.thread = threading.get_ident()  # for STATUS: the call's nested calls wait on it
-        try:
-            if not meta and hook_registry.all_idle():
-                result = fn(*args, **kwargs)
-            else:
-                envelope = RpcEnvelope((args, kwargs), peer, meta)
-                with hook_registry.request_contexts(envelope):
-                    args, kwargs = envelope.payload
-                    result = fn(*args, **kwargs)
-        finally:
-            msg.thread = None
-        if getattr(fn, "_async_execution", False) and not isinstance(result, Future):
-            raise TypeError(f"async_execution function {fn.__qualname__} must return an "
-                            f"actors.Future, got {type(result).__name__}")
-        return result, peer
-
-    def _serve_call(self, msg: Message) -> Any:
-        """The reply ``(value, meta)``: now, or as a Future for async_execution functions."""
-        result, peer = self._run(msg)
-        request_meta = msg.payload[4]
-        if getattr(msg.payload[0], "_async_execution", False):
-            if not result.done() or result.exception() is not None:
-                return result.then(lambda done: self._respond(done.value(), peer, request_meta))
-            result = result.value()  # answered at once: no continuation to chain
-        return self._respond(result, peer, request_meta)
-
-    @staticmethod
-    def _respond(value: Any, peer: WorkerInfo, request_meta: dict) -> tuple:
-        if not request_meta and hook_registry.all_idle():
-            return value, {}
-        envelope = RpcEnvelope(value, peer, None, request_meta)
-        for _, hook in hook_registry.hooks():
-            hook.response_sent(envelope)
-        return envelope.payload, envelope.meta
-
-    def _serve_remote(self, msg: Message) -> Future:
-        """Register the creator's fork at once (mailbox order), then create on the pool."""
-        rref_id, fork_id = msg.payload[5:7]
-        value = self.owners.add(rref_id, fork_id)
-        created = Future()
-
-        def create() -> None:
-            try:
-                result, _ = self._run(msg)
-                if not getattr(msg.payload[0], "_async_execution", False):
-                    result = completed(result)
-            except Exception as exc:  # noqa: BLE001 - delivered to the value and the creator
-                result = failed(exc)
-            result.add_done_callback(settle)
-
-        def settle(done: Future) -> None:
-            exc = done.exception()
-            if not value.done():
-                value.set_exception(exc) if exc else value.set_result(done.value())
-            created.set_exception(exc) if exc else created.set_result((None, {}))
-
-        self.actor.pool.submit(create)
-        return created
 
     # ---- RRef bookkeeping ---------------------------------------------------------
 
