@@ -42,7 +42,7 @@ from store.quorum import quorum_wait_text
 from . import job, state_transfer
 from .holders import Holders, NoLiveReplicaError
 from .quorum import (VOTE_FAILED, VOTE_OK, Arrival, Plan, StaleQuorumError, arrived, commits,
-                     decode_round, expected, plan)
+                     decode_round, expected, membership_change, plan)
 
 log = get_logger(__name__)
 
@@ -395,23 +395,19 @@ class Manager:
     def _say(self, step_plan: Plan, last: Optional[Plan]) -> None:
         """A progress line for people when the quorum changes (after `last`), and a log
         event."""
-        if last is not None and last.incarnations == step_plan.incarnations:
+        change = membership_change(step_plan, last)
+        if change is None:
             return
-        before = {} if last is None else dict(zip(last.members, last.incarnations))
-        now = dict(zip(step_plan.members, step_plan.incarnations))
-        joined = sorted(set(now) - set(before))
-        lost = sorted(set(before) - set(now))
-        # Back before the others formed a round without it: a new process, same replica.
-        restarted = sorted(m for m in now if m in before and now[m] != before[m])
         log.info("ft_quorum_changed", replica=self.replica_id, round=step_plan.round,
                  members=list(step_plan.members), max_step=step_plan.max_step)
         if self._progress:
             print(f"[ft replica {self.replica_id}] quorum at step {step_plan.max_step}: "
                   f"{step_plan.size} members {list(step_plan.members)}"
-                  + (f", joined {joined}" if joined and last is not None else "")
-                  + (f", lost {lost}" if lost else "")
-                  + (f", restarted {restarted}" if restarted else ""), file=sys.stdout,
-                  flush=True)
+                  + (f", joined {list(change.joined)}" if change.joined and last is not None
+                     else "")
+                  + (f", lost {list(change.lost)}" if change.lost else "")
+                  + (f", restarted {list(change.restarted)}" if change.restarted else ""),
+                  file=sys.stdout, flush=True)
 
     # ---- state -----------------------------------------------------------------------
 

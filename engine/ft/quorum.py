@@ -7,8 +7,9 @@ member computes the same ranks and a replayed membership gives the same reductio
 order), the step every member will be at (the highest among them), which members
 must first receive the state (those behind it) and from whom (the up-to-date members
 in turn), how many members contribute gradients, and whether the group must be formed
-anew. `commits` decides from the commit round whether the step counts. Nothing here
-does I/O; `engine.ft.manager` moves the messages.
+anew. `commits` decides from the commit round whether the step counts, and
+`membership_change` says what changed since the last step. Nothing here does I/O;
+`engine.ft.manager` moves the messages.
 """
 from __future__ import annotations
 
@@ -120,6 +121,30 @@ def commits(step_plan: Plan, votes: Mapping[str, bytes], min_replica_size: int) 
 
 
 VOTE_OK, VOTE_FAILED = b"1", b"0"
+
+
+@dataclass(frozen=True)
+class MembershipChange:
+    """How a step's members differ from the last step's: replicas that joined, that
+    were lost, and that came back as a new process before the others went on without them."""
+
+    joined: Tuple[str, ...]
+    lost: Tuple[str, ...]
+    restarted: Tuple[str, ...]
+
+
+def membership_change(step_plan: Plan, last: Optional[Plan]) -> Optional[MembershipChange]:
+    """What changed since `last` (None: this member's first step, where every member
+    is new), or None when the members and their processes are the same."""
+    if last is not None and last.incarnations == step_plan.incarnations:
+        return None
+    before = {} if last is None else dict(zip(last.members, last.incarnations))
+    now = dict(zip(step_plan.members, step_plan.incarnations))
+    return MembershipChange(
+        joined=tuple(sorted(set(now) - set(before), key=_order)),
+        lost=tuple(sorted(set(before) - set(now), key=_order)),
+        restarted=tuple(sorted((m for m in now if m in before and now[m] != before[m]),
+                               key=_order)))
 
 
 def _order(replica_id: str) -> Tuple[int, int, str]:

@@ -1,8 +1,9 @@
 """The pure decisions of a fault-tolerant step: ranks, healing, expectations, commits."""
 import pytest
 
-from engine.ft.quorum import (VOTE_FAILED, VOTE_OK, Arrival, StaleQuorumError, arrived,
-                              commits, expected, plan)
+from engine.ft.quorum import (VOTE_FAILED, VOTE_OK, Arrival, MembershipChange,
+                              StaleQuorumError, arrived, commits, expected, membership_change,
+                              plan)
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -68,3 +69,14 @@ def test_a_member_behind_never_goes_on_without_a_member_at_the_step_it_saw():
     with pytest.raises(StaleQuorumError, match="no member at step 5"):
         plan(4, arrivals(**{"2": 0}), "2", seen_step=5)  # the up-to-date ones are slow
     assert plan(4, arrivals(**{"1": 5, "2": 0}), "2", seen_step=5).heal_from == 0
+
+
+def test_a_membership_change_names_who_joined_was_lost_or_came_back_as_a_new_process():
+    first = plan(0, arrivals(**{"0": 0, "1": 0, "2": 0}), "0", None, False)
+    same = plan(1, arrivals(**{"0": 1, "1": 1, "2": 1}), "0", first.incarnations, False)
+    assert membership_change(same, first) is None
+    assert membership_change(first, None) == MembershipChange(("0", "1", "2"), (), ())
+    later = {"0": Arrival(2, "inc-0"), "2": Arrival(0, "inc-2-again"),
+             "10": Arrival(0, "inc-10")}
+    changed = plan(2, later, "0", same.incarnations, False)
+    assert membership_change(changed, same) == MembershipChange(("10",), ("1",), ("2",))
