@@ -20,28 +20,21 @@ import contextlib
 import fcntl
 import functools
 import os
-import struct
 import threading
 import time
-import zlib
 from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
-
-
 
 from actors.runtime.process.log import get_logger
 from actors.runtime.concurrency.threads import start_thread
 from store.base import DEFAULT_TIMEOUT, Timeout, WatchCallback, check_key
 from store.errors import StoreError, StoreTimeoutError
+from store.file_format import decode_state, encode_state
 from store.keyspace import INTERNAL_PREFIX, KeySpace, KeySpaceStore, missing_keys
 from store.waiting import Attempt, block
 from store.watch import WatchDispatcher
 
 log = get_logger(__name__)
 T = TypeVar("T")
-
-MAGIC = b"AGSTORE1"
-_HEADER = struct.Struct(">8sIQ")  # magic, crc32 of the body, length of the body
-_U32 = struct.Struct(">I")
 
 REFCOUNT_KEY = INTERNAL_PREFIX + "filestore/refcount"  # instances open on the file
 FINISHED_KEY = INTERNAL_PREFIX + "filestore/finished"  # instances that have closed
@@ -52,69 +45,6 @@ LOCK_POLL_MIN = 0.0001
 LOCK_POLL_MAX = 0.005
 WATCH_INTERVAL = 0.01  # how often the watcher thread stats the file
 _STALE = ("stale",)  # a signature no file has: forces the next read
-
-
-# -- file format ----------------------------------------------------------------------
-
-
-def _put_blob(out: bytearray, blob: bytes) -> None:
-    out += _U32.pack(len(blob))
-    out += blob
-
-
-def encode_state(state: dict) -> bytes:
-    """Serialise a `KeySpace.to_state()` snapshot: header, then length-prefixed fields."""
-    body = bytearray()
-    body += _U32.pack(len(state["data"]))
-    for key, value in state["data"].items():
-        _put_blob(body, key.encode("utf-8", "surrogatepass"))
-        _put_blob(body, value)
-    body += _U32.pack(len(state["queues"]))
-    for key, items in state["queues"].items():
-        _put_blob(body, key.encode("utf-8", "surrogatepass"))
-        body += _U32.pack(len(items))
-        for item in items:
-            _put_blob(body, item)
-    return _HEADER.pack(MAGIC, zlib.crc32(body), len(body)) + bytes(body)
-
-
-def decode_state(blob: bytes, path: str) -> dict:
-    """Parse `encode_state` output; an empty file is an empty store."""
-    if not blob:
-        # e.g. a fresh tempfile handed to FileStore, as torch users do
-        return {"data": {}, "queues": {}}
-    corrupt = StoreError(f"{path} is not a FileStore file or is damaged")
-    if len(blob) < _HEADER.size:
-        raise corrupt
-    magic, crc, length = _HEADER.unpack_from(blob)
-    body = memoryview(blob)[_HEADER.size:]
-    if magic != MAGIC or length != len(body) or zlib.crc32(body) != crc:
-        raise corrupt
-    pos = 0
-
-    def u32() -> int:
-        nonlocal pos
-        (n,) = _U32.unpack_from(body, pos)
-        pos += 4
-        return n
-
-    def blob_() -> bytes:
-        nonlocal pos
-        n = u32()
-        if pos + n > len(body):
-            raise ValueError("field runs past the end")
-        pos += n
-        return bytes(body[pos - n:pos])
-
-    try:
-        data = {blob_().decode("utf-8", "surrogatepass"): blob_() for _ in range(u32())}
-        queues = {}
-        for _ in range(u32()):
-            key = blob_().decode("utf-8", "surrogatepass")
-            queues[key] = [blob_() for _ in range(u32())]
-    except (struct.error, ValueError) as err:
-        raise corrupt from err
-    return {"data": data, "queues": queues}
 
 
 def _signature(st: os.stat_result) -> tuple:

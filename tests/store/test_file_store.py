@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from store import FileStore, StoreError
-from store.file_store import MAGIC, decode_state, encode_state
+from store.file_format import MAGIC, decode_state, encode_state
 from tests.store import workers
 from tests.store.processes import collect, ctx, spawned
 
