@@ -7,45 +7,41 @@ more in all, the sender copies each buffer into a *block* of shared memory it ow
 sends a small descriptor frame in its place, and flags the message ``SHARED``. The
 receiver maps the block once, copies the buffer out and marks the block free again:
 one copy on each side, where frames cross the kernel's TCP stack twice and land in
-memory ZeroMQ allocates for each message. A message lends at most `MAX_LENT` buffers.
+memory ZeroMQ allocates for each message. A message lends at most `MAX_LENT`
+buffers.
 
 A block is anonymous memory (`memfd_create`, sealed at its size so that no reader
 can be faulted by a shrink), mapped by its readers through ``/proc/<pid>/fd/<fd>``;
-its head holds a random nonce (a descriptor that names another process's descriptor
-is refused), a generation counted up at each use, and a mark: written and not yet
-read, or free. The sender writes a block again only once its reader has cleared the
-mark. A message dropped unread gives its blocks back (`discard`); a block still
-unread after `STALE_AFTER` seconds (its reader died) is closed, never written again,
-when room is needed. The blocks of a process are at most `LIMIT` bytes together;
-past that, or when the system refuses a block, buffers travel as frames.
+its head marks it written and not yet read, or free (`memory_blocks`). The sender
+writes a block again only once its reader has cleared the mark. A message dropped
+unread gives its blocks back (`discard`); a block still unread after `STALE_AFTER`
+seconds (its reader died) is closed, never written again, when room is needed. The
+blocks of a process are at most `LIMIT` bytes together; past that, or when the
+system refuses a block, buffers travel as frames.
 
 The receiver holds no descriptor: a mapping costs memory only. When the receiver
 maps a new block, it drops the mappings of blocks their owners have closed, unless
 one holds a buffer not read yet that was used less than `STALE_AFTER` seconds ago;
 at most `MAPPED_LIMIT` bytes of mappings are kept. Pickles only: a process in safe
 mode refuses ``SHARED`` messages before touching memory, as it refuses their
-pickles, and a peer that may send pickles may run code here anyway. The mark is
-written after the data with plain stores, which x86-64 keeps in order; elsewhere the
-path is off. ``ACTORGRAD_SHARED_MEMORY=0`` turns it off for a process: its host key
-is then empty, so no peer lends to it and it lends to none.
+pickles, and a peer that may send pickles may run code here anyway. The path is on
+only on x86-64, which keeps the plain stores of the data and then the mark in order.
+``ACTORGRAD_SHARED_MEMORY=0`` turns it off for a process: its host key is then
+empty, so no peer lends to it and it lends to none.
 """
 from __future__ import annotations
 
 import collections
-import ctypes
-import fcntl
-import mmap
 import os
 import platform
-import secrets
 import struct
 import threading
 import time
 from typing import List, Optional, Sequence, Tuple
 
-import numpy as np
-
 from ..errors import ProtocolError
+from .memory_blocks import (DESCRIPTOR, Block, Mapping, mark_free, open_block, read_out,
+                            written)
 
 SWITCH_VARIABLE = "ACTORGRAD_SHARED_MEMORY"
 SHARED_MIN = 2 << 20  # bytes of buffers in a message below which frames are as quick
@@ -54,17 +50,6 @@ MAPPED_LIMIT = 1 << 30  # bytes of other processes' blocks one process keeps map
 STALE_AFTER = 60.0  # seconds after which an unread block may be closed to make room
 MAX_LENT = 16  # buffers of one message at most (each is a block and a descriptor)
 _GRAIN = 1 << 20  # block capacities are multiples of this
-_MEMFD_NAME = "actorgrad-buffers"
-
-# A block's head: nonce, generation, mark; the data starts at the next page.
-_HEAD = struct.Struct("<16sQB")
-_GENERATION_AT, _MARK_AT = 16, 24
-_DATA_AT = mmap.PAGESIZE
-_FREE, _WRITTEN = 0, 1
-# A descriptor frame: pid, fd, nonce, generation, length.
-DESCRIPTOR = struct.Struct("<II16sQQ")
-
-_SEALS = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW
 
 AVAILABLE = hasattr(os, "memfd_create") and os.path.isdir("/proc/self/fd") \
     and platform.machine() in ("x86_64", "AMD64")
@@ -97,86 +82,6 @@ def host_key() -> str:
     return f"{boot_id}/{pid_namespace}/{os.getuid()}"
 
 
-_libc = ctypes.CDLL(None, use_errno=True)
-_libc.mmap.restype = ctypes.c_void_p
-_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                       ctypes.c_int, ctypes.c_long]
-_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-_MAP_FAILED = ctypes.c_void_p(-1).value
-
-
-class _Mapping:
-    """A shared read-write mapping of a whole file that keeps no descriptor open
-    (Python's `mmap` keeps a duplicate of its descriptor for as long as it lives)."""
-
-    __slots__ = ("address", "size", "view", "used_at")
-
-    def __init__(self, fd: int):
-        self.size = os.fstat(fd).st_size
-        address = _libc.mmap(None, self.size, mmap.PROT_READ | mmap.PROT_WRITE,
-                             mmap.MAP_SHARED, fd, 0) if self.size else _MAP_FAILED
-        if address in (None, _MAP_FAILED):
-            raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
-        self.address = address
-        self.view = memoryview((ctypes.c_char * self.size).from_address(address)).cast("B")
-        self.used_at = time.monotonic()
-
-    def __len__(self) -> int:
-        return self.size
-
-    def close(self) -> None:
-        """Unmap; nobody may use `view` or an array over it afterwards."""
-        if self.address is not None:
-            self.view.release()
-            _libc.munmap(self.address, self.size)
-            self.address = None
-
-
-class _Block:
-    """One memfd of `capacity` data bytes that this process writes and a peer reads."""
-
-    __slots__ = ("fd", "mapping", "memory", "capacity", "nonce", "generation", "written_at")
-
-    def __init__(self, capacity: int):
-        self.fd = os.memfd_create(_MEMFD_NAME, os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-        try:
-            os.ftruncate(self.fd, _DATA_AT + capacity)
-            fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, _SEALS | fcntl.F_SEAL_SEAL)
-            self.mapping = _Mapping(self.fd)
-        except BaseException:
-            os.close(self.fd)
-            raise
-        self.memory = self.mapping.view
-        self.capacity = capacity
-        self.nonce = secrets.token_bytes(16)
-        self.generation = 0
-        self.written_at = 0.0
-        _HEAD.pack_into(self.memory, 0, self.nonce, 0, _FREE)
-
-    def unread(self) -> bool:
-        return self.memory[_MARK_AT] == _WRITTEN
-
-    def stale(self, now: float, after: float) -> bool:
-        return self.unread() and now - self.written_at > after
-
-    def write(self, buffer: memoryview, now: float) -> bytes:
-        """Copy `buffer` in, mark it written; its descriptor."""
-        self.generation += 1
-        length = buffer.nbytes
-        struct.pack_into("<Q", self.memory, _GENERATION_AT, self.generation)
-        np.frombuffer(self.memory, np.uint8, length, _DATA_AT)[:] = \
-            np.frombuffer(buffer.cast("B"), np.uint8)
-        self.memory[_MARK_AT] = _WRITTEN
-        self.written_at = now
-        return DESCRIPTOR.pack(os.getpid(), self.fd, self.nonce, self.generation, length)
-
-    def close(self) -> None:
-        try:
-            self.mapping.close()
-        finally:
-            os.close(self.fd)
-
-
 class SharedBlocks:
     """This process's blocks (`lend`) and its mappings of other processes' (`take`).
 
@@ -187,8 +92,8 @@ class SharedBlocks:
     def __init__(self, limit: int = LIMIT, stale_after: float = STALE_AFTER) -> None:
         self.limit, self.stale_after = limit, stale_after
         self._lock = threading.Lock()
-        self._blocks: List[_Block] = []
-        self._mapped: "collections.OrderedDict[Tuple[int, int, bytes], _Mapping]" = \
+        self._blocks: List[Block] = []
+        self._mapped: "collections.OrderedDict[Tuple[int, int, bytes], Mapping]" = \
             collections.OrderedDict()
         self._mapped_lock = threading.Lock()
 
@@ -197,7 +102,7 @@ class SharedBlocks:
         written) when the blocks would pass the limit or the system refuses one."""
         now = time.monotonic()
         with self._lock:
-            chosen: List[_Block] = []
+            chosen: List[Block] = []
             for buffer in buffers:
                 try:
                     block = self._free_block(buffer.nbytes, now, chosen)
@@ -222,10 +127,10 @@ class SharedBlocks:
         with self._lock:
             for block in self._blocks:
                 if (block.fd, block.nonce, block.generation) == (fd, nonce, generation):
-                    block.memory[_MARK_AT] = _FREE
+                    mark_free(block.memory)
         return True
 
-    def _free_block(self, size: int, now: float, taken: List[_Block]) -> Optional[_Block]:
+    def _free_block(self, size: int, now: float, taken: List[Block]) -> Optional[Block]:
         fitting = [b for b in self._blocks
                    if b.capacity >= size and b not in taken and not b.unread()]
         if fitting:
@@ -238,11 +143,11 @@ class SharedBlocks:
             if not spare:
                 return None
             self._close(spare.pop())
-        block = _Block(capacity)
+        block = Block(capacity)
         self._blocks.append(block)
         return block
 
-    def _close(self, block: _Block) -> None:
+    def _close(self, block: Block) -> None:
         """Close `block`; hold `_lock`. A reader that mapped it keeps its memory until it
         unmaps; one that had not can no longer open it."""
         self._blocks.remove(block)
@@ -292,21 +197,9 @@ class SharedBlocks:
             raise ProtocolError(f"malformed shared-buffer descriptor "
                                 f"({len(descriptor)} bytes, expected {DESCRIPTOR.size})") from None
         with self._mapped_lock:
-            memory = self._map(pid, fd, nonce).view
-            if length > len(memory) - _DATA_AT:
-                raise ProtocolError(f"shared buffer of {length} bytes does not fit its block")
-            if _HEAD.unpack_from(memory)[1:] != (generation, _WRITTEN):
-                raise ProtocolError("shared buffer already read")
-            out = None
-            if copy:
-                out = np.empty(length, np.uint8)
-                out[:] = np.frombuffer(memory, np.uint8, length, _DATA_AT)
-                if _HEAD.unpack_from(memory)[1:] != (generation, _WRITTEN):
-                    raise ProtocolError("shared buffer given back while it was read")
-            memory[_MARK_AT] = _FREE
-        return None if out is None else memoryview(out)
+            return read_out(self._map(pid, fd, nonce).view, generation, length, copy)
 
-    def _map(self, pid: int, fd: int, nonce: bytes) -> _Mapping:
+    def _map(self, pid: int, fd: int, nonce: bytes) -> Mapping:
         """The block `(pid, fd)` with `nonce`, mapped here; hold `_mapped_lock`.
 
         A block mapped already is used even if its owner has closed it since (and
@@ -320,24 +213,7 @@ class SharedBlocks:
             memory.used_at = time.monotonic()
             return memory
         self._unmap_closed(pid, fd)
-        path = f"/proc/{pid}/fd/{fd}"
-        try:
-            if not os.readlink(path).startswith(f"/memfd:{_MEMFD_NAME}"):
-                raise ProtocolError(f"{path} is not a shared-buffer block")
-            handle = os.open(path, os.O_RDWR)
-            try:
-                # Checked on the descriptor opened, not the path: a sealed memfd.
-                if fcntl.fcntl(handle, fcntl.F_GET_SEALS) & _SEALS != _SEALS:
-                    raise ProtocolError(f"{path} is not a shared-buffer block")
-                memory = _Mapping(handle)
-            finally:
-                os.close(handle)
-        except OSError as exc:
-            raise ProtocolError(f"cannot map the sender's shared buffer {path}: "
-                                f"{exc.strerror or exc}") from None
-        if len(memory) < _DATA_AT or memory.view[:16] != nonce:
-            memory.close()
-            raise ProtocolError(f"{path} is not the sender's shared-buffer block")
+        memory = open_block(pid, fd, nonce)
         self._mapped[key] = memory
         while sum(map(len, self._mapped.values())) > MAPPED_LIMIT and len(self._mapped) > 1:
             self._unmap(next(iter(self._mapped)))
@@ -350,7 +226,7 @@ class SharedBlocks:
         way (used less than `stale_after` seconds ago). Hold `_mapped_lock`."""
         stale = time.monotonic() - self.stale_after
         for gone in [key for key, memory in self._mapped.items()
-                     if (memory.view[_MARK_AT] != _WRITTEN or memory.used_at < stale)
+                     if (not written(memory.view) or memory.used_at < stale)
                      and (key[:2] == (pid, fd) or not os.path.exists("/proc/%d/fd/%d" % key[:2]))]:
             self._unmap(gone)
 
