@@ -81,7 +81,7 @@ class Manager:
         if min_replica_size < 1:
             raise ValueError(f"min_replica_size must be at least 1, got {min_replica_size}")
         self.min_replica_size = min_replica_size
-        self._user_state = (state_dict, load_state_dict)
+        self._state = state_transfer.ReplicaState(state_dict, load_state_dict)
         self._owned_store = store is None
         store = job.job_store(timeout) if store is None else store
         session = session or job.session()
@@ -96,8 +96,6 @@ class Manager:
         self.quorum_timeout = timeout if quorum_timeout is None else quorum_timeout
         self.join_timeout = join_timeout
         self._progress = progress
-        self._module: Any = None
-        self._optimizer: Any = None
         self._step = 0  # committed steps
         self._round: Optional[int] = None  # the next round to arrive at; None: a newcomer
         self._plan: Optional[Plan] = None
@@ -115,12 +113,12 @@ class Manager:
     def register_module(self, module: Any) -> None:
         """Make `module`'s ``state_dict`` part of what a newcomer receives
         (`DistributedDataParallel` calls it)."""
-        self._module = module
+        self._state.module = module
 
     def register_optimizer(self, optimizer: Any) -> None:
         """Make `optimizer`'s ``state_dict`` part of what a newcomer receives (`OptimizerWrapper`
         calls it)."""
-        self._optimizer = optimizer
+        self._state.optimizer = optimizer
 
     # ---- the step ----------------------------------------------------------------------
 
@@ -188,7 +186,7 @@ class Manager:
             return False
         if self._healed is not None:
             healed_step, state = self._healed
-            self._load(state)
+            self._state.load(state)
             self._step = healed_step
         vote = VOTE_FAILED if self._errors else VOTE_OK
         try:
@@ -384,7 +382,7 @@ class Manager:
 
     def _heal(self, step_plan: Plan) -> None:
         if step_plan.send_to:
-            payload = state_transfer.pack(self._state(), self._step)
+            payload = state_transfer.pack(self._state.get(), self._step)
             for dst in step_plan.send_to:
                 state_transfer.send_state(self._group, dst, payload)
         if step_plan.heal_from is not None:
@@ -408,25 +406,6 @@ class Manager:
                   + (f", lost {list(change.lost)}" if change.lost else "")
                   + (f", restarted {list(change.restarted)}" if change.restarted else ""),
                   file=sys.stdout, flush=True)
-
-    # ---- state -----------------------------------------------------------------------
-
-    def _state(self) -> Any:
-        give = self._user_state[0]
-        if give is not None:
-            return give()
-        return {"model": None if self._module is None else self._module.state_dict(),
-                "optimizer": None if self._optimizer is None else self._optimizer.state_dict()}
-
-    def _load(self, state: Any) -> None:
-        take = self._user_state[1]
-        if take is not None:
-            take(state)
-            return
-        if self._module is not None:
-            self._module.load_state_dict(state["model"])
-        if self._optimizer is not None:
-            self._optimizer.load_state_dict(state["optimizer"])
 
 
 class _Reduction:

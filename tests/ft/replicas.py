@@ -77,7 +77,7 @@ class _Faulty(ft.Manager):
         if step_plan.send_to and self._cue("kill_in_transfer"):
             from engine.ft import state_transfer
 
-            payload = state_transfer.pack(self._state(), self._step)
+            payload = state_transfer.pack(self._state.get(), self._step)
             import actors.distributed as dist
 
             dist.send(np.array([payload.size], np.int64), step_plan.send_to[0],
