@@ -32,7 +32,9 @@ class WorkerDirectory:
     def __init__(self, names: List[str], addresses: List[str], scripts: List[str],
                  hosts: Optional[List[str]] = None):
         self._infos = [WorkerInfo(name, rank) for rank, name in enumerate(names)]
-        self._by_name: Dict[str, WorkerInfo] = {info.name: info for info in self._infos}
+        # Every way of naming a worker that `resolve` accepts: its name, rank and info.
+        self._named: Dict[Destination, WorkerInfo] = {
+            key: info for info in self._infos for key in (info.name, info.id, info)}
         self._addresses = list(addresses)
         mine = script_path()
         self._same_script = [bool(mine) and script == mine for script in scripts]
@@ -47,11 +49,16 @@ class WorkerDirectory:
 
     def resolve(self, to: Destination) -> WorkerInfo:
         """The worker `to` names; ValueError naming it and listing the known ones."""
+        kind = type(to)
+        if kind is str or kind is int or kind is WorkerInfo:
+            info = self._named.get(to)
+            if info is not None:
+                return info
         if isinstance(to, WorkerInfo):
             if self._infos[to.id:to.id + 1] == [to]:
                 return to
         elif isinstance(to, str):
-            info = self._by_name.get(to)
+            info = self._named.get(to)
             if info is not None:
                 return info
         elif isinstance(to, int) and not isinstance(to, bool):
