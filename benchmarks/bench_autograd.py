@@ -196,7 +196,7 @@ def check_gradients(model: nn.Module, step: Callable[[], None], grads: Dict[str,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--pause", type=float, default=0.1,

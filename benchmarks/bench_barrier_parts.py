@@ -86,7 +86,7 @@ def parts(size: int, rounds: int) -> Dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()

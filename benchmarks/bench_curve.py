@@ -47,7 +47,7 @@ def medians(results: List[Dict[str, float]]) -> Dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1000, help="calls per W1/W2 measurement")
     parser.add_argument("--runs", type=int, default=3, help="repeats inside each measurement")
     parser.add_argument("--rounds", type=int, default=2, help="off/on alternations")

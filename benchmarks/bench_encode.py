@@ -72,7 +72,7 @@ def best_ns(call: Callable[[], Any], count: int, rounds: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--count", type=int, default=20_000, help="calls per round")
     parser.add_argument("--rounds", type=int, default=7, help="rounds; the best counts")
     args = parser.parse_args()

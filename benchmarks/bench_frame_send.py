@@ -28,7 +28,7 @@ def _per_frame_ns(send, sock: zmq.Socket, sink: zmq.Socket, data: bytes, frames:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--frames", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--size", type=int, default=64)

@@ -78,7 +78,7 @@ def step_time(lines: List[Tuple[str, ...]], skip: int = 10) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--barrier", type=int, default=64)
     parser.add_argument("--step-ranks", default="4",

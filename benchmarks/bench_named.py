@@ -73,7 +73,7 @@ def compare(label: str, x: np.ndarray, client: Any, dealer: Any,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=300, help="calls per size and run")
     parser.add_argument("--runs", type=int, default=3, help="repeats, interleaved")
     args = parser.parse_args()

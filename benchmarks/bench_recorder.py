@@ -187,7 +187,7 @@ def _summary(on: List[float], off: List[float], higher_is_better: bool) -> Dict[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=10, help="alternating rounds (default 10)")
     parser.add_argument("--seconds", type=float, default=2.0,
                         help="seconds of rpc_async per run (default 2)")

@@ -137,7 +137,7 @@ def _print_share(calls: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=2, help="runs per setting and length")
     parser.add_argument("--short", type=int, default=DEFAULT_LENGTHS[0],
                         help="rpc_async calls of the short run (all_reduce: a fifth)")

@@ -161,7 +161,7 @@ def compare(on: Dict[Where, int], off: Dict[Where, int], calls: int) -> Dict[str
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1024,
                         help="rpc_async calls (a multiple of 64); all_reduce: a third")
     args = parser.parse_args()

@@ -287,7 +287,7 @@ def measure(impl: str, sizes: List[int], runs: int, failure: bool, lease_ttl: in
 
 def main(argv: Optional[List[str]] = None) -> None:
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--sizes", default="2,4,8,16")
     parser.add_argument("--impls", default="ours,etcd,torch",

@@ -113,7 +113,7 @@ def measure(way: str, nbytes: int, rounds: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=20)
     args = parser.parse_args()

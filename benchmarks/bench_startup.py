@@ -34,7 +34,7 @@ def _once(code: str) -> float:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="imports of each module (default 15)")
     args = parser.parse_args()
     codes = dict(FLOORS, **{module: f"import {module}" for module in MODULES})

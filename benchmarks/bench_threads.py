@@ -152,7 +152,7 @@ def measure_world(n: int) -> Dict[str, Any]:
 
 def main(argv: Optional[List[str]] = None) -> None:
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="4,16", help="comma-separated world sizes")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]

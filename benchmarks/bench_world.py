@@ -171,7 +171,7 @@ def _torch_available() -> bool:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="16,32,64")
     parser.add_argument("--torch-sizes", default="16,32,64")
     parser.add_argument("--group", action="store_true",
