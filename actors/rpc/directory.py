@@ -24,6 +24,7 @@ class WorkerInfo(NamedTuple):
 
 
 Destination = Union[str, int, WorkerInfo]
+_DESTINATION_TYPES = (str, int, WorkerInfo)
 
 
 class WorkerDirectory:
@@ -49,24 +50,13 @@ class WorkerDirectory:
 
     def resolve(self, to: Destination) -> WorkerInfo:
         """The worker `to` names; ValueError naming it and listing the known ones."""
-        kind = type(to)
-        if kind is str or kind is int or kind is WorkerInfo:
-            info = self._named.get(to)
-            if info is not None:
-                return info
-        if isinstance(to, WorkerInfo):
-            if self._infos[to.id:to.id + 1] == [to]:
-                return to
-        elif isinstance(to, str):
-            info = self._named.get(to)
-            if info is not None:
-                return info
-        elif isinstance(to, int) and not isinstance(to, bool):
-            if 0 <= to < len(self._infos):
-                return self._infos[to]
-        else:
+        if type(to) not in _DESTINATION_TYPES and (
+                isinstance(to, bool) or not isinstance(to, _DESTINATION_TYPES)):
             raise TypeError(f"an RPC destination is a name, a rank or a WorkerInfo, "
                             f"got {type(to).__name__}")
+        info = self._named.get(to)
+        if info is not None:
+            return info
         known = ", ".join(f"{i.name!r} (rank {i.id})" for i in self._infos)
         raise ValueError(f"unknown worker {to!r}; the workers are {known}")
 

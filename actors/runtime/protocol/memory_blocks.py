@@ -90,7 +90,7 @@ class Block:
         _HEAD.pack_into(self.memory, 0, self.nonce, 0, _FREE)
 
     def unread(self) -> bool:
-        return self.memory[_MARK_AT] == _WRITTEN
+        return written(self.memory)
 
     def stale(self, now: float, after: float) -> bool:
         return self.unread() and now - self.written_at > after
@@ -161,5 +161,5 @@ def read_out(memory: memoryview, generation: int, length: int,
         out[:] = np.frombuffer(memory, np.uint8, length, _DATA_AT)
         if _HEAD.unpack_from(memory)[1:] != (generation, _WRITTEN):
             raise ProtocolError("shared buffer given back while it was read")
-    memory[_MARK_AT] = _FREE
+    mark_free(memory)
     return None if out is None else memoryview(out)
