@@ -12,4 +12,4 @@ import multiprocessing as mp
 
 ctx = mp.get_context("forkserver")
 ctx.set_forkserver_preload(["numpy", "zmq", "actors.distributed", "actors.rpc", "store.elastic",
-                            "store.etcd", "etcd3gw"])
+                            "store.etcd", "etcd3gw", "structlog"])
