@@ -16,7 +16,8 @@ TCPStores are hosted by this process, etcd is a `LocalEtcd` member it starts.
 - `survivors_s`: seconds from the kill until both survivors finished a new round.
 
 Prints one JSON line. Usage: ``python benchmarks/bench_rendezvous.py [--runs R]
-[--sizes 2,4,8,16] [--impls ours,etcd,torch] [--etcd-lease-ttl 15] [--no-failure]``.
+[--sizes 2,4,8,16] [--impls ours,etcd,torch] [--etcd-lease-ttl 15]
+[--keep-alive-interval 5] [--no-failure]``.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ LINE_TIMEOUT = 300.0
 # ---- the node process ---------------------------------------------------------------
 
 def _child(impl: str, address: str, min_nodes: int, max_nodes: int, run_id: str,
-           lease_ttl: int) -> None:
+           lease_ttl: int, keep_alive_interval: float) -> None:
     """One rendezvous node: 'ready', then each stdin line 'go' runs one round and prints it.
 
     `address` is the TCPStore's port, or etcd's ``host:port``.
@@ -54,8 +55,9 @@ def _child(impl: str, address: str, min_nodes: int, max_nodes: int, run_id: str,
         from store.elastic import DynamicRendezvousHandler
 
         store, backend = _our_backend(impl, address, run_id, lease_ttl)
-        handler = DynamicRendezvousHandler.from_backend(run_id, store, backend, min_nodes,
-                                                        max_nodes)
+        handler = DynamicRendezvousHandler.from_backend(
+            run_id, store, backend, min_nodes, max_nodes,
+            keep_alive_interval=keep_alive_interval)
     else:
         from datetime import timedelta
 
@@ -68,8 +70,9 @@ def _child(impl: str, address: str, min_nodes: int, max_nodes: int, run_id: str,
         store = TCPStore("127.0.0.1", int(address), is_master=False,
                          timeout=timedelta(seconds=120))
         backend = C10dRendezvousBackend(store, run_id)
-        handler = DynamicRendezvousHandler.from_backend(run_id, store, backend, min_nodes,
-                                                        max_nodes)
+        handler = DynamicRendezvousHandler.from_backend(
+            run_id, store, backend, min_nodes, max_nodes,
+            keep_alive_interval=keep_alive_interval)
     print("ready", flush=True)
     for line in sys.stdin:
         if line.strip() != "go":
@@ -104,11 +107,12 @@ class Node:
     """A node process and a thread that queues its output lines."""
 
     def __init__(self, impl: str, address: str, min_nodes: int, max_nodes: int, run_id: str,
-                 lease_ttl: int):
+                 lease_ttl: int, keep_alive_interval: float):
         env = dict(os.environ, ACTORGRAD_LOG_LEVEL="warning", PYTHONPATH=ROOT)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "benchmarks.bench_rendezvous", "--child", impl, address,
-             str(min_nodes), str(max_nodes), run_id, str(lease_ttl)],
+             str(min_nodes), str(max_nodes), run_id, str(lease_ttl),
+             str(keep_alive_interval)],
             cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True)
         self.lines: "queue.Queue[str]" = queue.Queue()
@@ -136,8 +140,8 @@ class Host:
     (impl "etcd") a client of the local etcd member; `address` is what a node needs to
     reach it, and `lease_ttl` how long an etcd node's liveness key outlives it."""
 
-    def __init__(self, impl: str, etcd: Any, lease_ttl: int):
-        self.impl, self.lease_ttl = impl, lease_ttl
+    def __init__(self, impl: str, etcd: Any, lease_ttl: int, keep_alive_interval: float):
+        self.impl, self.lease_ttl, self.keep_alive_interval = impl, lease_ttl, keep_alive_interval
         if impl == "etcd":
             from store.etcd import EtcdStore
 
@@ -159,7 +163,8 @@ class Host:
             self.address = str(self.store.port)
 
     def node(self, min_nodes: int, max_nodes: int, run_id: str) -> "Node":
-        return Node(self.impl, self.address, min_nodes, max_nodes, run_id, self.lease_ttl)
+        return Node(self.impl, self.address, min_nodes, max_nodes, run_id, self.lease_ttl,
+                    self.keep_alive_interval)
 
     def listed_pids(self, run_id: str) -> set:
         """PIDs of the nodes the stored state lists anywhere."""
@@ -266,8 +271,8 @@ def _etcd_available() -> bool:
     return True
 
 
-def measure(impl: str, sizes: List[int], runs: int, failure: bool, lease_ttl: int
-            ) -> Dict[str, Any]:
+def measure(impl: str, sizes: List[int], runs: int, failure: bool, lease_ttl: int,
+            keep_alive_interval: float) -> Dict[str, Any]:
     """W6 and W6b for one implementation, with a fresh store (and etcd member)."""
     with contextlib.ExitStack() as stack:
         etcd = None
@@ -276,7 +281,7 @@ def measure(impl: str, sizes: List[int], runs: int, failure: bool, lease_ttl: in
 
             data = stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-etcd-"))
             etcd = stack.enter_context(LocalEtcd(os.path.join(data, "data")))
-        host = Host(impl, etcd, lease_ttl)
+        host = Host(impl, etcd, lease_ttl, keep_alive_interval)
         stack.callback(host.close)
         result = {f"n{n}": _or_error(_median, runs, measure_rendezvous, host, n)
                   for n in sizes}
@@ -294,6 +299,8 @@ def main(argv: Optional[List[str]] = None) -> None:
                         help="which of ours, etcd, torch (those not installed are left out)")
     parser.add_argument("--etcd-lease-ttl", type=int, default=15,
                         help="seconds an etcd node's liveness key outlives it (default 15)")
+    parser.add_argument("--keep-alive-interval", type=float, default=5.0,
+                        help="seconds between a node's keep-alives (default 5, torch's)")
     parser.add_argument("--no-failure", action="store_true", help="skip the kill scenario")
     parser.add_argument("--no-torch", action="store_true")
     args = parser.parse_args(argv)
@@ -302,10 +309,11 @@ def main(argv: Optional[List[str]] = None) -> None:
                  "torch": not args.no_torch and _torch_available()}
     impls = [impl for impl in args.impls.split(",") if available.get(impl)]
     result: Dict[str, Any] = {"workload": "W6 elastic rendezvous", "runs": args.runs,
-                              "etcd_lease_ttl": args.etcd_lease_ttl}
+                              "etcd_lease_ttl": args.etcd_lease_ttl,
+                              "keep_alive_interval": args.keep_alive_interval}
     for impl in impls:
         result[impl] = measure(impl, sizes, args.runs, not args.no_failure,
-                               args.etcd_lease_ttl)
+                               args.etcd_lease_ttl, args.keep_alive_interval)
     for ours in ("ours", "etcd"):
         if "torch" in result and ours in result:
             result[f"ratio_torch_over_{ours}"] = _ratios(result[ours], result["torch"], sizes,
@@ -330,6 +338,6 @@ def _ratios(ours: Dict[str, Any], theirs: Dict[str, Any], sizes: List[int], fail
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         _child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), sys.argv[6],
-               int(sys.argv[7]))
+               int(sys.argv[7]), float(sys.argv[8]))
     else:
         main()

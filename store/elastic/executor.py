@@ -130,9 +130,25 @@ class StateHolder:
             self.state, self._token = decode_state(pair[0]), pair[1]
         return None
 
+    @property
+    def beats_in_keys(self) -> bool:
+        """Whether keep-alives go to this node's liveness key instead of the state."""
+        return self._liveness is not None and self._liveness.supported
+
+    def announce(self) -> None:
+        """A keep-alive through this node's liveness key (see `beats_in_keys`)."""
+        self._liveness.announce()
+
     def _dead(self) -> list:
         state = self.state
-        lost = self._liveness.lost(state.last_heartbeats) if self._liveness else ()
+        if not self.beats_in_keys:
+            return dead_nodes(state, self._settings, self._wall())
+        lost = self._liveness.observe(state.last_heartbeats, self._settings.keep_alive_interval)
+        # The state holds each node's beat as of its own last write; the keys' watches
+        # hold the beats since (this node's copy only: they are never written for it).
+        for node, heard in self._liveness.last_heard().items():
+            if heard > state.last_heartbeats.get(node, heard):
+                state.last_heartbeats[node] = heard
         return dead_nodes(state, self._settings, self._wall(), lost)
 
 
@@ -210,6 +226,9 @@ class OpExecutor:
                     raise RendezvousTimeoutError(
                         f"rendezvous {settings.run_id!r}: {operation} of node {self._node} "
                         f"timed out ({state.summary()})")
+                if action is Action.KEEP_ALIVE and self._holder.beats_in_keys:
+                    self._holder.announce()
+                    continue
                 if action is not Action.SYNC:
                     self._apply[action](state)
                     self._holder.mark_dirty()

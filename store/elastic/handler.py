@@ -81,7 +81,7 @@ class DynamicRendezvousHandler:
             peer_lost.notify()
             state_changed.notify()
 
-        liveness = NodeLiveness(store, run_id, on_lost, clock=clock)
+        liveness = NodeLiveness(store, run_id, node, on_lost, wall_clock)
         holder = StateHolder(backend, settings, liveness, wall_clock)
 
         def on_state(pair: Optional[tuple]) -> None:
@@ -125,11 +125,10 @@ class DynamicRendezvousHandler:
         """
         self._stop_heartbeats()
         self._log("rendezvous_join_started")
-        self._liveness.announce(self._node)
+        self._liveness.announce()
         deadline = self._clock() + self._settings.timeout.join
         self._run(ExitOp(), deadline, "exit")
         state = self._executor.run(JoinOp(), deadline, "join", describe=join_wait)
-        self._watch_peers(state)
         self._start_heartbeats()
         rank, world_size = state.participants[self._node], len(state.participants)
         store = PrefixStore(f"elastic/rdzv/{self._settings.run_id}/round/{state.round}",
@@ -179,10 +178,6 @@ class DynamicRendezvousHandler:
         log.info(event, run_id=self._settings.run_id, node=str(self._node),
                  **{**self._holder.state.summary(), **fields})
 
-    def _watch_peers(self, state) -> None:
-        """Be woken when a peer's liveness key goes (registered after the join, off its path)."""
-        self._liveness.watch((set(state.participants) | state.wait_list) - {self._node})
-
     def _start_heartbeats(self) -> None:
         self._heartbeat_stop.clear()
         # The thread holds the handler weakly, so that a dropped handler (and the
@@ -204,14 +199,14 @@ class DynamicRendezvousHandler:
         self._heartbeat_thread = None
 
     def keep_alive(self) -> None:
-        """One keep-alive: refresh the liveness key and, if due, the heartbeat in the state."""
+        """One keep-alive: refresh the liveness key (or, where the store has no sessions,
+        the heartbeat in the state) and drop the nodes found dead meanwhile."""
         try:
-            self._liveness.announce(self._node)
+            self._liveness.announce()
             self._run(KeepAliveOp(), self._clock() + self._settings.timeout.heartbeat,
                       "keep_alive")
             log.debug("rendezvous_keep_alive", run_id=self._settings.run_id,
                       node=str(self._node))
-            self._watch_peers(self._holder.state)
         except (RendezvousError, OSError) as exc:
             self._log("rendezvous_keep_alive_failed", error=str(exc))
 

@@ -1,16 +1,25 @@
-"""Fast failure detection: one session-bound ("ephemeral") liveness key per node.
+"""Failure detection and keep-alives through one session-bound ("ephemeral") key per node.
 
-A node sets its key before it enters the state; the store deletes the key when the
-node's connection closes or stops answering transport heartbeats (a TCPStore's
-`set_ephemeral`). So a node listed in the state whose key is missing is dead, and
-the deletion's watch event wakes the survivors at once. Stores without session
-keys (HashStore, FileStore, PrefixStore) leave detection to the keep-alive window.
+A node sets its key before it enters the state, and sets it again at every
+keep-alive; the store deletes the key when the node's connection closes or stops
+answering transport heartbeats (a TCPStore's or EtcdStore's `set_ephemeral`). Each
+node watches the keys of the nodes it sees in the state, so:
+
+- a deletion names a dead node at once (a node listed in the state whose key is gone);
+- a set is a keep-alive heard, with no write of the shared state: keep-alives never
+  compete with joins for the state's compare-and-set, however many nodes wait;
+- a node that stays connected but stops setting its key (a stuck agent) is found by
+  the keep-alive window, measured from the newest of its heartbeat in the state and
+  the last set heard.
+
+Stores without session keys (HashStore, FileStore) leave both to the heartbeats in the
+state, as torch does.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterable, List, Optional, Set
+from typing import Callable, Dict, List, Set
 
 from store.base import Store
 from store.elastic.errors import RendezvousConnectionError
@@ -19,59 +28,71 @@ from store.errors import StoreError
 
 
 class NodeLiveness:
-    """The liveness keys of one rendezvous in `store` (inert if the store has no sessions)."""
+    """The liveness keys of one rendezvous in `store`, seen from node `node` (inert if the
+    store has no sessions). `on_lost()` is called when a watched key goes away."""
 
-    def __init__(self, store: Store, run_id: str, on_lost: Callable[[], None],
-                 recheck: float = 1.0, clock: Callable[[], float] = time.monotonic):
+    def __init__(self, store: Store, run_id: str, node: NodeDesc, on_lost: Callable[[], None],
+                 wall_clock: Callable[[], float] = time.time):
         self._store = store
-        self._recheck = recheck
-        self._clock = clock
-        self._checked_at: Optional[float] = None
-        self._lost_since_check = False
+        self._node = node
+        self._wall = wall_clock
         self._prefix = f"elastic/rdzv/{run_id}/alive/"
         self._on_lost = on_lost
         self._watched: Set[NodeDesc] = set()
+        self._heard: Dict[NodeDesc, float] = {}  # wall time each node was last heard from
+        self._gone: Set[NodeDesc] = set()
         self._lock = threading.Lock()
         self.supported = callable(getattr(store, "set_ephemeral", None))
 
     def key(self, node: NodeDesc) -> str:
         return f"{self._prefix}{node}"
 
-    def announce(self, node: NodeDesc) -> None:
-        """(Re)set this node's key, owned by this store client's session."""
-        if self.supported:
-            self._call(self._store.set_ephemeral, self.key(node), b"1")
-
-    def lost(self, nodes: Iterable[NodeDesc]) -> List[NodeDesc]:
-        """The nodes among `nodes` whose key is gone; one round trip when all are alive.
-
-        Asks the store only if a watched key went away since the last look, or the
-        last look is `recheck` seconds old: a node sets its key before it enters the
-        state, so between looks only a deletion can make a difference.
-        """
-        nodes = sorted(nodes)
-        if not self.supported or not nodes:
-            return []
-        now = self._clock()
-        with self._lock:
-            if self._checked_at is not None and not self._lost_since_check \
-                    and now - self._checked_at < self._recheck:
-                return []
-            self._lost_since_check = False
-            self._checked_at = now
-        if self._call(self._store.check, [self.key(n) for n in nodes]):
-            return []
-        return [n for n in nodes if not self._call(self._store.check, [self.key(n)])]
-
-    def watch(self, nodes: Iterable[NodeDesc]) -> None:
-        """Be told (`on_lost()`) when any of `nodes` loses its key; each node watched once."""
+    def announce(self) -> None:
+        """(Re)set this node's key, owned by this store client's session: a keep-alive."""
         if not self.supported:
             return
+        now = self._wall()
+        self._call(self._store.set_ephemeral, self.key(self._node), f"{now:.3f}".encode())
         with self._lock:
-            new = [n for n in nodes if n not in self._watched]
+            self._heard[self._node] = now
+
+    def observe(self, beats: Dict[NodeDesc, float], interval: float) -> List[NodeDesc]:
+        """Watch the nodes of `beats` (node → its heartbeat in the state) not watched yet;
+        the nodes among them whose key is gone.
+
+        A new node whose heartbeat in the state is older than `interval` should have
+        set its key since: the store is asked once whether the key is there, so that
+        a live node is heard from now and one that died before the watch is found.
+        """
+        if not self.supported:
+            return []
+        with self._lock:
+            new = [n for n in beats if n not in self._watched and n != self._node]
             self._watched.update(new)
         for node in new:
-            self._call(self._store.watch_key, self.key(node), self._on_change)
+            self._call(self._store.watch_key, self.key(node), self._watcher(node))
+        now = self._wall()
+        stale = [n for n in new if beats[n] < now - interval]
+        present = set(self._present(stale))
+        with self._lock:
+            for node in stale:
+                if node in present:
+                    self._heard[node] = max(self._heard.get(node, now), now)
+                else:
+                    self._gone.add(node)
+            return sorted(n for n in beats if n in self._gone)
+
+    def _present(self, nodes: List[NodeDesc]) -> List[NodeDesc]:
+        """Those of `nodes` whose key exists: one round trip when all do."""
+        if not nodes or self._call(self._store.check, [self.key(n) for n in nodes]):
+            return nodes
+        return [n for n in nodes if self._call(self._store.check, [self.key(n)])]
+
+    def last_heard(self) -> Dict[NodeDesc, float]:
+        """When nodes were last heard from through their keys (this one included), in
+        wall-clock seconds."""
+        with self._lock:
+            return dict(self._heard)
 
     @staticmethod
     def _call(operation, *args):
@@ -81,8 +102,14 @@ class NodeLiveness:
             raise RendezvousConnectionError(
                 f"the rendezvous store failed on {operation.__name__}: {exc}") from exc
 
-    def _on_change(self, _old: object, new: object) -> None:
-        if new is None:
+    def _watcher(self, node: NodeDesc) -> Callable[[object, object], None]:
+        def on_change(_old: object, new: object) -> None:
             with self._lock:
-                self._lost_since_check = True
-            self._on_lost()
+                if new is None:
+                    self._gone.add(node)
+                else:
+                    self._gone.discard(node)
+                    self._heard[node] = self._wall()
+            if new is None:
+                self._on_lost()
+        return on_change

@@ -8,6 +8,8 @@ import pytest
 
 from store import HashStore, TCPStore
 from store.elastic import DynamicRendezvousHandler, StoreRendezvousBackend
+from store.elastic.liveness import NodeLiveness
+from store.elastic.settings import NodeDesc
 from tests.store.processes import ctx
 
 pytestmark = pytest.mark.timeout(60)
@@ -108,3 +110,19 @@ def test_a_prefix_store_passes_ephemeral_keys_through_when_its_store_has_them():
         prefixed = PrefixStore("job", server)
         prefixed.set_ephemeral("alive", b"1")
         assert server.get("job/alive") == b"1"
+
+
+def test_liveness_asks_about_a_new_node_with_an_old_heartbeat_once_and_hears_a_live_one(master):
+    me, alive, dead, fresh = (NodeDesc("h", pid, 0) for pid in (1, 2, 3, 4))
+    lost = threading.Event()
+    liveness = NodeLiveness(client(master), "run", me, lost.set, wall_clock=lambda: 1000.0)
+    peer = client(master)
+    peer.set_ephemeral(liveness.key(alive), "1")
+    # Heartbeats in the state: `alive` and `dead` wrote theirs 100 s ago, `fresh` just now
+    # (its key is not set yet: it has no reason to be asked about).
+    beats = {me: 900.0, alive: 900.0, dead: 900.0, fresh: 999.5}
+    assert liveness.observe(beats, interval=5.0) == [dead]
+    assert liveness.last_heard() == {alive: 1000.0}
+    peer.close()  # `alive`'s session ends: the watch registered by observe hears it
+    assert lost.wait(5)
+    assert liveness.observe(beats, interval=5.0) == [alive, dead]
