@@ -23,7 +23,7 @@ from store.elastic.liveness import NodeLiveness
 from store.elastic.operators import Action, RendezvousContext
 from store.elastic.settings import NodeDesc, RendezvousSettings
 from store.elastic.state import (RendezvousState, dead_nodes, decode_state, encode_state,
-                                 remove_nodes, remove_participant_epilogue)
+                                 last_beats, remove_nodes, remove_participant_epilogue)
 
 log = get_logger(__name__)
 
@@ -136,20 +136,29 @@ class StateHolder:
         return self._liveness is not None and self._liveness.supported
 
     def announce(self) -> None:
-        """A keep-alive through this node's liveness key (see `beats_in_keys`)."""
+        """A keep-alive of this node through its liveness key (see `beats_in_keys`)."""
         self._liveness.announce()
+
+    def heard(self) -> Dict[NodeDesc, float]:
+        """Keep-alives heard through the liveness keys since the state's heartbeats.
+
+        They decide who is dead and never enter the shared state: only a node's own
+        writes move its heartbeat there, so a node that stopped heart-beating cannot
+        be kept alive by what others heard of it.
+        """
+        return self._liveness.last_heard() if self.beats_in_keys else {}
 
     def _dead(self) -> list:
         state = self.state
         if not self.beats_in_keys:
             return dead_nodes(state, self._settings, self._wall())
-        lost = self._liveness.observe(state.last_heartbeats, self._settings.keep_alive_interval)
-        # The state holds each node's beat as of its own last write; the keys' watches
-        # hold the beats since (this node's copy only: they are never written for it).
-        for node, heard in self._liveness.last_heard().items():
-            if heard > state.last_heartbeats.get(node, heard):
-                state.last_heartbeats[node] = heard
-        return dead_nodes(state, self._settings, self._wall(), lost)
+        lost = self._liveness.observe(state.last_heartbeats, self._wall(),
+                                      self._settings.dead_after)
+        # This node's own keep-alives are its heartbeat, as its state writes would be.
+        own, heard = self._liveness.node, self.heard()
+        if own in state.last_heartbeats and own in heard:
+            state.last_heartbeats[own] = max(state.last_heartbeats[own], heard[own])
+        return dead_nodes(state, self._settings, self._wall(), lost, heard)
 
 
 StateHandler = Callable[[RendezvousContext, float], Action]
@@ -250,8 +259,9 @@ class OpExecutor:
         own_beat = state.last_heartbeats.get(self._node)
         if own_beat is not None:
             wall_moments.append(own_beat + settings.keep_alive_interval)
-        if state.last_heartbeats:
-            wall_moments.append(min(state.last_heartbeats.values()) + settings.dead_after)
+        beats = last_beats(state, self._holder.heard())
+        if beats:
+            wall_moments.append(min(beats.values()) + settings.dead_after)
         moments += [m - ctx.wall_now + 0.001 for m in wall_moments]
         return max(0.001, min(moments))
 

@@ -10,7 +10,11 @@ node watches the keys of the nodes it sees in the state, so:
   compete with joins for the state's compare-and-set, however many nodes wait;
 - a node that stays connected but stops setting its key (a stuck agent) is found by
   the keep-alive window, measured from the newest of its heartbeat in the state and
-  the last set heard.
+  the last set heard. What a node hears of others stays in its own decisions: the
+  shared state holds only what each node wrote of itself.
+
+A node new to this one is watched, then asked about once, so that one that died
+before the watch began is found within a second or so.
 
 Stores without session keys (HashStore, FileStore) leave both to the heartbeats in the
 state, as torch does.
@@ -26,6 +30,9 @@ from store.elastic.errors import RendezvousConnectionError
 from store.elastic.settings import NodeDesc
 from store.errors import StoreError
 
+# How often a node asks the store about the keys of nodes it has just begun to watch.
+ASK_EVERY = 1.0
+
 
 class NodeLiveness:
     """The liveness keys of one rendezvous in `store`, seen from node `node` (inert if the
@@ -38,11 +45,18 @@ class NodeLiveness:
         self._wall = wall_clock
         self._prefix = f"elastic/rdzv/{run_id}/alive/"
         self._on_lost = on_lost
-        self._watched: Set[NodeDesc] = set()
+        self._watching: Set[NodeDesc] = set()  # nodes whose key this node watches
+        self._known: Set[NodeDesc] = set()  # ... and has asked the store about once
         self._heard: Dict[NodeDesc, float] = {}  # wall time each node was last heard from
         self._gone: Set[NodeDesc] = set()
+        self._asked_at = float("-inf")
         self._lock = threading.Lock()
         self.supported = callable(getattr(store, "set_ephemeral", None))
+
+    @property
+    def node(self) -> NodeDesc:
+        """The node these keys are seen from."""
+        return self._node
 
     def key(self, node: NodeDesc) -> str:
         return f"{self._prefix}{node}"
@@ -56,26 +70,35 @@ class NodeLiveness:
         with self._lock:
             self._heard[self._node] = now
 
-    def observe(self, beats: Dict[NodeDesc, float], interval: float) -> List[NodeDesc]:
-        """Watch the nodes of `beats` (node → its heartbeat in the state) not watched yet;
-        the nodes among them whose key is gone.
+    def observe(self, beats: Dict[NodeDesc, float], now: float, window: float
+                ) -> List[NodeDesc]:
+        """Watch the nodes of `beats` (node → its heartbeat in the state) that are new to
+        this node, and ask the store once whether their keys are there; the nodes among
+        `beats` whose key is gone.
 
-        A new node whose heartbeat in the state is older than `interval` should have
-        set its key since: the store is asked once whether the key is there, so that
-        a live node is heard from now and one that died before the watch is found.
+        A new node whose heartbeat would leave the keep-alive `window` before the next
+        batch is asked about at once (that heartbeat alone would make it look dead);
+        the others together, at most once every `ASK_EVERY` seconds, so that a crowd of
+        joins costs no store call per sync. A key that is there counts as a keep-alive
+        heard `now` (wall-clock seconds). A store error leaves the nodes it concerns
+        new, for the next call.
         """
         if not self.supported:
             return []
         with self._lock:
-            new = [n for n in beats if n not in self._watched and n != self._node]
-            self._watched.update(new)
+            new = [n for n in beats if n not in self._known and n != self._node]
         for node in new:
-            self._call(self._store.watch_key, self.key(node), self._watcher(node))
-        now = self._wall()
-        stale = [n for n in new if beats[n] < now - interval]
-        present = set(self._present(stale))
+            if node not in self._watching:
+                self._call(self._store.watch_key, self.key(node), self._watcher(node))
+                self._watching.add(node)
+        if now - self._asked_at < ASK_EVERY:
+            ask = [n for n in new if beats[n] + window < now + ASK_EVERY]
+        else:
+            ask, self._asked_at = new, now if new else self._asked_at
+        present = set(self._present(ask))
         with self._lock:
-            for node in stale:
+            for node in ask:
+                self._known.add(node)
                 if node in present:
                     self._heard[node] = max(self._heard.get(node, now), now)
                 else:

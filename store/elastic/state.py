@@ -87,12 +87,23 @@ def decode_state(data: bytes) -> RendezvousState:
 
 
 def dead_nodes(state: RendezvousState, settings: RendezvousSettings, now: float,
-               lost: Iterable[NodeDesc] = ()) -> List[NodeDesc]:
-    """Nodes whose last keep-alive is older than the keep-alive window, or known lost."""
-    expire = now - settings.dead_after
-    gone = set(lost)
-    return sorted(node for node, beat in state.last_heartbeats.items()
+               lost: Iterable[NodeDesc] = (),
+               heard: Optional[Dict[NodeDesc, float]] = None) -> List[NodeDesc]:
+    """Nodes whose last keep-alive is older than the keep-alive window, or known lost.
+
+    `heard` holds keep-alives heard outside the state (node → wall-clock seconds).
+    """
+    expire, gone = now - settings.dead_after, set(lost)
+    return sorted(node for node, beat in last_beats(state, heard).items()
                   if beat < expire or node in gone)
+
+
+def last_beats(state: RendezvousState, heard: Optional[Dict[NodeDesc, float]] = None
+               ) -> Dict[NodeDesc, float]:
+    """Each node's newest keep-alive: its heartbeat in the state, or a newer one `heard`."""
+    heard = heard or {}
+    return {node: max(beat, heard.get(node, beat))
+            for node, beat in state.last_heartbeats.items()}
 
 
 def remove_nodes(state: RendezvousState, settings: RendezvousSettings,

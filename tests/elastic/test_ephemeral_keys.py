@@ -112,17 +112,23 @@ def test_a_prefix_store_passes_ephemeral_keys_through_when_its_store_has_them():
         assert server.get("job/alive") == b"1"
 
 
-def test_liveness_asks_about_a_new_node_with_an_old_heartbeat_once_and_hears_a_live_one(master):
-    me, alive, dead, fresh = (NodeDesc("h", pid, 0) for pid in (1, 2, 3, 4))
+def test_liveness_asks_about_each_new_node_once_and_hears_the_live_ones(master):
+    me, alive, dead, late = (NodeDesc("h", pid, 0) for pid in (1, 2, 3, 4))
     lost = threading.Event()
-    liveness = NodeLiveness(client(master), "run", me, lost.set, wall_clock=lambda: 1000.0)
+    liveness = NodeLiveness(client(master), "run", me, lost.set)
     peer = client(master)
     peer.set_ephemeral(liveness.key(alive), "1")
-    # Heartbeats in the state: `alive` and `dead` wrote theirs 100 s ago, `fresh` just now
-    # (its key is not set yet: it has no reason to be asked about).
-    beats = {me: 900.0, alive: 900.0, dead: 900.0, fresh: 999.5}
-    assert liveness.observe(beats, interval=5.0) == [dead]
+    # Both wrote their heartbeats into the state 100 s ago; `dead`'s session ended since.
+    beats = {me: 900.0, alive: 900.0, dead: 900.0}
+    assert liveness.observe(beats, 1000.0, window=15.0) == [dead]
     assert liveness.last_heard() == {alive: 1000.0}
+    assert liveness.observe(beats, 1000.1, window=15.0) == [dead]  # asked once: heard stays
+    assert liveness.last_heard() == {alive: 1000.0}
+    # `late` entered the state just now and has no key: it is asked about with the
+    # next batch, a second after the last one, not at every sync.
+    beats[late] = 1000.2
+    assert liveness.observe(beats, 1000.3, window=15.0) == [dead]
+    assert liveness.observe(beats, 1001.0, window=15.0) == [dead, late]
     peer.close()  # `alive`'s session ends: the watch registered by observe hears it
     assert lost.wait(5)
-    assert liveness.observe(beats, interval=5.0) == [alive, dead]
+    assert liveness.observe(beats, 1002.0, window=15.0) == [alive, dead, late]

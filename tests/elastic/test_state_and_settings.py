@@ -80,6 +80,15 @@ def test_nodes_reported_lost_are_dead_even_with_a_fresh_heartbeat():
     assert dead_nodes(state, settings(), now=WALL, lost=[nodes[3]]) == [nodes[3]]
 
 
+def test_a_keep_alive_heard_outside_the_state_keeps_a_node_alive_and_leaves_the_state_alone():
+    state = crowded_state(4)
+    nodes = sorted(state.last_heartbeats)
+    state.last_heartbeats[nodes[0]] = state.last_heartbeats[nodes[1]] = WALL - 16
+    heard = {nodes[0]: WALL - 1, nodes[1]: WALL - 17}  # an older one does not count
+    assert dead_nodes(state, settings(), now=WALL, heard=heard) == [nodes[1]]
+    assert state.last_heartbeats[nodes[0]] == WALL - 16
+
+
 def test_removing_the_last_participant_of_a_complete_round_starts_the_next_round():
     state = crowded_state(2)
     participant = next(iter(state.participants))
