@@ -86,6 +86,12 @@ class NodeLiveness:
         if not self.supported:
             return []
         with self._lock:
+            # A node that left the state is new again if it comes back: what was heard
+            # of it before (its key's deletion, say) may predate its return.
+            for node in self._known.difference(beats):
+                self._known.discard(node)
+                self._gone.discard(node)
+                self._heard.pop(node, None)
             new = [n for n in beats if n not in self._known and n != self._node]
         for node in new:
             if node not in self._watching:

@@ -132,3 +132,10 @@ def test_liveness_asks_about_each_new_node_once_and_hears_the_live_ones(master):
     peer.close()  # `alive`'s session ends: the watch registered by observe hears it
     assert lost.wait(5)
     assert liveness.observe(beats, 1002.0, window=15.0) == [alive, dead, late]
+    del beats[late]  # it left the state, and comes back with its key set again
+    returned = client(master)
+    returned.set_ephemeral(liveness.key(late), "1")
+    assert liveness.observe(beats, 1003.0, window=15.0) == [alive, dead]
+    beats[late] = 1003.0
+    assert liveness.observe(beats, 1003.1, window=15.0) == [alive, dead]  # asked again
+    returned.close()

@@ -143,6 +143,21 @@ def test_a_waiting_nodes_keep_alives_set_its_liveness_key_and_never_write_the_st
     cluster.kill()  # its join would wait out the timeout for a second node
 
 
+def test_a_participant_that_was_frozen_past_its_session_does_not_drop_the_others(cluster):
+    # Its session ended while it was frozen, and with it the watches that tell it of
+    # the others' keep-alives: when it runs again, it must not take them for dead.
+    procs = cluster.start(3, 3, 3, keep_alive_interval=0.5)
+    joined(cluster, 3)
+    frozen, others = procs[0], {p.pid for p in procs[1:]}
+    os.kill(frozen.pid, signal.SIGSTOP)
+    try:
+        cluster.probe.wait_for(lambda s: frozen.pid not in pids_in(s), 30)
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    with pytest.raises(AssertionError, match="never matched"):  # for four windows
+        cluster.probe.wait_for(lambda s: not others <= pids_in(s), 4 * 1.5)
+
+
 def test_a_frozen_participant_is_dropped_when_its_transport_heartbeats_stop(cluster):
     procs = cluster.start(2, 2, 2)  # default keep-alive window: 15 s
     joined(cluster, 2)
