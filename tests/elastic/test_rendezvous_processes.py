@@ -146,6 +146,8 @@ def test_a_waiting_nodes_keep_alives_set_its_liveness_key_and_never_write_the_st
 def test_a_participant_that_was_frozen_past_its_session_does_not_drop_the_others(cluster):
     # Its session ended while it was frozen, and with it the watches that tell it of
     # the others' keep-alives: when it runs again, it must not take them for dead.
+    if cluster.spec[0] != "tcp":
+        pytest.skip("an etcd client's watches outlive its lease: nothing ends them here")
     procs = cluster.start(3, 3, 3, keep_alive_interval=0.5)
     joined(cluster, 3)
     frozen, others = procs[0], {p.pid for p in procs[1:]}
