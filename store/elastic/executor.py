@@ -152,13 +152,13 @@ class StateHolder:
         state = self.state
         if not self.beats_in_keys:
             return dead_nodes(state, self._settings, self._wall())
-        lost = self._liveness.observe(state.last_heartbeats, self._wall(),
-                                      self._settings.dead_after)
+        now = self._wall()
+        lost = self._liveness.observe(state.last_heartbeats, now, self._settings.dead_after)
         # This node's own keep-alives are its heartbeat, as its state writes would be.
         own, heard = self._liveness.node, self.heard()
         if own in state.last_heartbeats and own in heard:
             state.last_heartbeats[own] = max(state.last_heartbeats[own], heard[own])
-        return dead_nodes(state, self._settings, self._wall(), lost, heard)
+        return dead_nodes(state, self._settings, now, lost, heard)
 
 
 StateHandler = Callable[[RendezvousContext, float], Action]

@@ -26,9 +26,8 @@ import time
 from typing import Callable, Dict, List, Set
 
 from store.base import Store
-from store.elastic.errors import RendezvousConnectionError
+from store.elastic.backend import call_store
 from store.elastic.settings import NodeDesc
-from store.errors import StoreError
 
 # How often a node asks the store about the keys of nodes it has just begun to watch.
 ASK_EVERY = 1.0
@@ -66,7 +65,7 @@ class NodeLiveness:
         if not self.supported:
             return
         now = self._wall()
-        self._call(self._store.set_ephemeral, self.key(self._node), f"{now:.3f}".encode())
+        call_store(self._store.set_ephemeral, self.key(self._node), f"{now:.3f}".encode())
         with self._lock:
             self._heard[self._node] = now
 
@@ -95,12 +94,14 @@ class NodeLiveness:
             new = [n for n in beats if n not in self._known and n != self._node]
         for node in new:
             if node not in self._watching:
-                self._call(self._store.watch_key, self.key(node), self._watcher(node))
+                call_store(self._store.watch_key, self.key(node), self._watcher(node))
                 self._watching.add(node)
-        if now - self._asked_at < ASK_EVERY:
-            ask = [n for n in new if beats[n] + window < now + ASK_EVERY]
+        if now - self._asked_at >= ASK_EVERY:
+            ask = new
+            if new:
+                self._asked_at = now
         else:
-            ask, self._asked_at = new, now if new else self._asked_at
+            ask = [n for n in new if beats[n] + window < now + ASK_EVERY]
         present = set(self._present(ask))
         with self._lock:
             for node in ask:
@@ -113,23 +114,15 @@ class NodeLiveness:
 
     def _present(self, nodes: List[NodeDesc]) -> List[NodeDesc]:
         """Those of `nodes` whose key exists: one round trip when all do."""
-        if not nodes or self._call(self._store.check, [self.key(n) for n in nodes]):
+        if not nodes or call_store(self._store.check, [self.key(n) for n in nodes]):
             return nodes
-        return [n for n in nodes if self._call(self._store.check, [self.key(n)])]
+        return [n for n in nodes if call_store(self._store.check, [self.key(n)])]
 
     def last_heard(self) -> Dict[NodeDesc, float]:
         """When nodes were last heard from through their keys (this one included), in
         wall-clock seconds."""
         with self._lock:
             return dict(self._heard)
-
-    @staticmethod
-    def _call(operation, *args):
-        try:
-            return operation(*args)
-        except StoreError as exc:
-            raise RendezvousConnectionError(
-                f"the rendezvous store failed on {operation.__name__}: {exc}") from exc
 
     def _watcher(self, node: NodeDesc) -> Callable[[object, object], None]:
         def on_change(_old: object, new: object) -> None:
