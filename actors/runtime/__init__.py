@@ -42,8 +42,11 @@ actor ROUTER (mailbox) `Router` (io/router.py),    any thread answering a  the a
                                                                            `Router.take`
 ROUTER disconnect      I/O thread (io/mailbox.py)  libzmq                  I/O thread
 monitor
-DEALER to a peer       I/O thread                  I/O thread (other       I/O thread
-actor, one per peer    (io/mailbox.py)             threads: `call_soon`)
+DEALER to a peer       I/O thread                  I/O thread; other       I/O thread, under its
+actor, one per peer    (io/mailbox.py), under its  threads their one-way   lock
+                       lock                        messages, under its
+                                                   lock (requests:
+                                                   `call_soon`)
 its monitor            I/O thread                  libzmq                  I/O thread
 `Channel` DEALER, one  the calling thread          that thread             that thread
 per thread and peer    (io/channel.py)
@@ -84,9 +87,9 @@ path                        hops  how
                                   function on its own thread
 ``rpc_async`` round trip    8     +1: the caller hands the request to its I/O thread; +1: the
                                   reply completes the future on that thread and wakes the waiter
-collective message          5     the calling thread hands the frames to its transport's I/O
-(one way)                         thread (+1), which sends; the receiver's I/O thread puts them
-                                  in the inbox and wakes the waiting thread (+1); raw: 3
+collective message          4     the calling thread sends on the peer's DEALER itself; the
+(one way)                         receiver's I/O thread puts the message in the inbox and wakes
+                                  the waiting thread (+1); raw: 3
 store op (TCPStore)         6     as ``rpc_sync``: the client's `Channel`, handled inline by the
                                   server's I/O thread
 store wake-up               6     the setter's op is handled by the server's I/O thread, which

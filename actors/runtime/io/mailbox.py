@@ -6,6 +6,19 @@ other threads hand it work, and a timer heap. When the actor's requests are read
 this thread (`read_router`), it also waits on the `Router` and takes requests from
 it. It knows nothing of message contents: the actor decodes them.
 
+A one-way message from another thread leaves on the peer's DEALER at once, sent by
+that thread under the DEALER's lock, unless commands wait for this thread (they may
+hold that thread's earlier messages, which leave first); the first message to a peer,
+requests and everything the I/O thread sends go through the I/O thread. Handing a
+message over costs a thread wake-up on its way (docs/PERFORMANCE.md).
+
+It sleeps on its own sockets' notification descriptors, not on the sockets: ZeroMQ's
+own poll reads every socket's state, which would race with those sends, and costs
+more than the wait itself once an actor has many peers. A descriptor is
+edge-triggered: a socket it woke is read until it has nothing left, and one that a
+send or a batch bound may have left with messages unannounced is kept in `_unread`
+and looked at again before the next sleep. Attached sockets are polled as sockets.
+
 The loop ends when `stop` or `close_soon` asks; on its way out it closes every socket
 it owns and calls `on_closed` (the actor's teardown), on its own thread.
 """
@@ -16,7 +29,7 @@ import heapq
 import itertools
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Set
 
 import zmq
 
@@ -47,8 +60,19 @@ class TimerHandle:
         self.cancelled = True
 
 
+class _Dealer:
+    """The DEALER to one peer, its monitor, and the lock under which any thread uses it."""
+
+    __slots__ = ("address", "socket", "monitor", "lock")
+
+    def __init__(self, address: str, sock: zmq.Socket, monitor: zmq.Socket):
+        self.address, self.socket, self.monitor = address, sock, monitor
+        self.lock = threading.Lock()
+
+
 class Mailbox:
-    """The I/O thread and the sockets it owns; every call on those sockets is on it.
+    """The I/O thread and the sockets it owns; every call on those sockets is on it, but
+    for other threads' one-way sends (`send_to_peer`, under the DEALER's lock).
 
     Callbacks (run on the I/O thread): ``on_reply(peer, frames)`` for a message on a
     peer's DEALER, ``on_peer_lost(peer, reason)`` once per loss, as `peers` decides it
@@ -70,16 +94,18 @@ class Mailbox:
         self._routing_id = routing_id
         self._on_reply, self._on_peer_lost, self._on_closed = on_reply, on_peer_lost, on_closed
         self._on_unsent = on_unsent
-        self._dealers: Dict[str, zmq.Socket] = {}
-        self._dealer_peers: Dict[zmq.Socket, str] = {}
-        self._dealer_monitors: Dict[str, zmq.Socket] = {}
+        self._dealers: Dict[str, _Dealer] = {}
+        self._dealer_peers: Dict[zmq.Socket, _Dealer] = {}
         self._monitors: Dict[zmq.Socket, str] = {}
+        self._by_fd: Dict[int, zmq.Socket] = {}  # notification descriptor -> own socket
+        self._unread: Set[zmq.Socket] = set()  # own sockets to read before sleeping
         self._router: Optional[Router] = None
         self._on_request: Optional[Callable[[bytes, list], None]] = None
         self._sender_monitor: Optional[zmq.Socket] = None
         self._watched: Dict[zmq.Socket, Callable[[int], None]] = {}  # attached sockets
         self._on_senders_lost: Optional[Callable[[int], None]] = None
         self._commands: "collections.deque[tuple]" = collections.deque()
+        self._draining = False  # commands taken off `_commands` may still be running
         self._wake = WakePipe()
         self._wake_pending = False
         self._timers: List[tuple] = []
@@ -162,38 +188,67 @@ class Mailbox:
             self._poller.unregister(sock)
 
     def send_to_peer(self, address: str, frames: List[Any]) -> None:
-        """Send `frames` to the actor at `address` over its DEALER; callable from any thread."""
+        """Send `frames` to the actor at `address` over its DEALER; callable from any thread.
+
+        ActorStoppedError once the mailbox is stopping.
+        """
         if self.in_io_thread():
             self.send_now(address, frames)
-        else:
+            return
+        dealer = self._dealers.get(address)
+        # Read in this order: a command is appended before the loop takes it, and the
+        # loop raises `_draining` before it takes one.
+        if dealer is None or self._commands or self._draining:
             self.call_soon(self.send_now, address, frames, message=frames)
+            return
+        with dealer.lock:
+            if self._stopping or dealer.socket.closed:
+                raise ActorStoppedError(f"actor {self.name} is stopped")
+            send_frames(dealer.socket, frames)
+            self._peers.count_sent(address)
+            unannounced = dealer.socket.getsockopt(EVENTS) & POLLIN
+        if unannounced:  # the send took in a reply its descriptor will not announce
+            self._unread.add(dealer.socket)
+            self._wake.wake()
 
     def send_now(self, address: str, frames: List[Any]) -> int:
         """Send on the DEALER to `address`, opening it on first use; I/O thread only.
         Returns the message's number among those sent to `address`."""
-        send_frames(self._dealer(address), frames)
-        return self._peers.count_sent(address)
+        dealer = self._dealer(address)
+        with dealer.lock:
+            send_frames(dealer.socket, frames)
+            sent = self._peers.count_sent(address)
+        # The send may have taken in a reply that the descriptor will not announce.
+        self._unread.add(dealer.socket)
+        return sent
 
     # ---- I/O thread ---------------------------------------------------------------
 
-    def _dealer(self, address: str) -> zmq.Socket:
+    def _dealer(self, address: str) -> _Dealer:
         dealer = self._dealers.get(address)
         if dealer is None:
             # Failed connection attempts too: this loop reads every event at once, and
             # a peer nothing listens for must not leave requests waiting out their timeout.
             liveness = self._peers.liveness
-            dealer, monitor = open_dealer(process_context(), address, liveness.heartbeat_ms,
-                                          liveness.timeout_ms,
-                                          MONITOR_EVENTS | zmq.EVENT_CONNECT_RETRIED,
-                                          self._routing_id)
-            self._dealers[address] = dealer
-            self._dealer_peers[dealer] = address
-            self._dealer_monitors[address] = monitor
+            sock, monitor = open_dealer(process_context(), address, liveness.heartbeat_ms,
+                                        liveness.timeout_ms,
+                                        MONITOR_EVENTS | zmq.EVENT_CONNECT_RETRIED,
+                                        self._routing_id)
+            dealer = _Dealer(address, sock, monitor)
+            self._dealer_peers[sock] = dealer
             self._monitors[monitor] = address
             self._peers.opened(address)
-            self._poller.register(dealer, zmq.POLLIN)
-            self._poller.register(monitor, zmq.POLLIN)
+            self._listen(sock)
+            self._listen(monitor)
+            self._dealers[address] = dealer  # from now on other threads send on it
         return dealer
+
+    def _listen(self, sock: zmq.Socket) -> None:
+        """Wake the loop when `sock`, a socket of this mailbox, may have messages."""
+        fd = sock.getsockopt(zmq.FD)
+        self._by_fd[fd] = sock
+        self._poller.register(fd, zmq.POLLIN)
+        self._unread.add(sock)
 
     def _loop(self) -> None:
         poller = self._poller
@@ -202,7 +257,7 @@ class Mailbox:
             router_fd = self._router.fd
             poller.register(router_fd, zmq.POLLIN)
         if self._sender_monitor is not None:
-            poller.register(self._sender_monitor, zmq.POLLIN)
+            self._listen(self._sender_monitor)
         poller.register(self._wake.fd, zmq.POLLIN)
         router_woke = False
         try:
@@ -210,21 +265,18 @@ class Mailbox:
                 # Requests may wait with the descriptor quiet: take them first.
                 more = router_fd is not None and self._drain_router(router_woke)
                 router_woke = False
-                events = poller.poll(0 if more else self._poll_timeout_ms())
+                if self._unread:
+                    self._read_unread()
+                events = poller.poll(0 if more or self._unread else self._poll_timeout_ms())
                 for sock, ready in events:
                     if sock == router_fd:
                         router_woke = True  # drained at the top of the loop
                     elif sock == self._wake.fd:
                         self._drain_commands()
-                    elif sock is self._sender_monitor:
-                        fd = recv_monitor_event(sock)[1]
-                        self._dispatch(self._on_senders_lost, fd)
-                    elif sock in self._monitors:
-                        self._on_monitor_event(sock)
+                    elif sock in self._by_fd:
+                        self._read(self._by_fd[sock])
                     elif sock in self._watched:
                         self._dispatch(self._watched[sock], ready)
-                    else:
-                        self._drain_dealer(sock)
                 self._run_timers()
         except Exception:  # noqa: BLE001 - logged; teardown below fails what is pending
             log.exception("mailbox_loop_crashed", actor=self.name)
@@ -252,12 +304,31 @@ class Mailbox:
             take = router.take
         return True
 
-    def _drain_dealer(self, dealer: zmq.Socket) -> None:
-        address = self._dealer_peers[dealer]
+    def _read_unread(self) -> None:
+        for sock in list(self._unread):
+            self._read(sock)
+
+    def _read(self, sock: zmq.Socket) -> None:
+        """Take what `sock`, one of this mailbox's sockets, holds: a batch at most, after
+        which it stays in `_unread`."""
+        self._unread.discard(sock)
+        dealer = self._dealer_peers.get(sock)
         for _ in range(_RECV_BATCH):
-            self._dispatch(self._on_reply, address, recv_frames(dealer))
-            if not dealer.getsockopt(EVENTS) & POLLIN:
+            if dealer is not None:
+                with dealer.lock:
+                    if not sock.getsockopt(EVENTS) & POLLIN:
+                        return
+                    frames = recv_frames(sock)
+                self._dispatch(self._on_reply, dealer.address, frames)
+                continue
+            if not sock.getsockopt(EVENTS) & POLLIN:
                 return
+            if sock is self._sender_monitor:
+                fd = recv_monitor_event(sock)[1]
+                self._dispatch(self._on_senders_lost, fd)
+            else:
+                self._on_monitor_event(sock)
+        self._unread.add(sock)
 
     def _dispatch(self, callback: Callable[..., None], *args: Any) -> None:
         try:
@@ -269,13 +340,17 @@ class Mailbox:
         self._wake.drain()
         self._wake_pending = False
         commands = self._commands
-        while commands:
-            fn, args, _ = commands.popleft()
-            try:
-                fn(*args)
-            except Exception:  # noqa: BLE001
-                log.exception("mailbox_command_failed", actor=self.name,
-                              command=getattr(fn, "__qualname__", repr(fn)))
+        self._draining = True
+        try:
+            while commands:
+                fn, args, _ = commands.popleft()
+                try:
+                    fn(*args)
+                except Exception:  # noqa: BLE001
+                    log.exception("mailbox_command_failed", actor=self.name,
+                                  command=getattr(fn, "__qualname__", repr(fn)))
+        finally:
+            self._draining = False
 
     def _on_monitor_event(self, monitor: zmq.Socket) -> None:
         address = self._monitors[monitor]
@@ -304,12 +379,14 @@ class Mailbox:
 
     def _close_all(self) -> None:
         self._stopping = True
-        for address, dealer in self._dealers.items():
-            close_monitored(dealer, self._dealer_monitors[address])
+        for dealer in self._dealers.values():
+            with dealer.lock:  # not while another thread sends on it
+                close_monitored(dealer.socket, dealer.monitor)
         self._monitors.clear()
+        self._by_fd.clear()
+        self._unread.clear()
         self._dealers.clear()
         self._dealer_peers.clear()
-        self._dealer_monitors.clear()
         self._timers.clear()
         while self._commands:
             _, _, message = self._commands.popleft()

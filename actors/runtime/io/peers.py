@@ -156,7 +156,8 @@ class PeerTable:
     # ---- delivery -----------------------------------------------------------------
 
     def count_sent(self, peer: str) -> int:
-        """One more message left for `peer`; its number, from 1 (I/O thread)."""
+        """One more message left for `peer`; its number, from 1 (under the lock of the
+        DEALER it left on)."""
         sent = self._sent[peer] = self._sent.get(peer, 0) + 1
         return sent
 
