@@ -128,7 +128,8 @@ class Transport:
                     if rank not in rest:
                         self._actor.notify(self._addresses[rank], Kind.PG_DATA, payload)
             if rest and not keep:
-                # Such a buffer leaves as its own frame, sent later by the I/O thread.
+                # Such a buffer leaves as its own frame, which ZeroMQ reads after the
+                # send returns.
                 data = data.copy()
         for rank in rest:
             self._actor.notify(self._addresses[rank], Kind.PG_DATA, (key, call, data))

@@ -63,7 +63,9 @@ ZAP handler's socket   pyzmq's authenticator       its thread              its t
 
 **Peers.** What an actor knows of the peers it sends to lives in one `PeerTable`
 (`io/peers.py`), on the I/O thread: each connection's state and why a peer was lost,
-the pending requests with their deadlines, the heartbeat settings. The monitors feed
+the pending requests with their deadlines, the heartbeat settings (and the count of
+messages sent to each peer, which a thread sending one-way keeps under the DEALER's
+lock). The monitors feed
 it, and so does an owner that learnt of a loss another way (`ActorCore.report_lost`:
 the RPC agent, when a thread's own `Channel` to a worker drops or a caller's
 connection closes); the first report decides, and the loss is announced once. Where

@@ -34,11 +34,12 @@ from typing import Any, Callable, Dict, List, Optional, Set
 import zmq
 
 from .context import process_context
-from ..errors import ActorStoppedError
+from ..errors import ActorStoppedError, PeerLostError
 from ..process.log import get_logger
 from .peers import PeerTable
 from .router import Router
-from .sockets import (EVENTS, MONITOR_EVENTS, POLLIN, close_monitored, open_dealer, recv_frames,
+from .sockets import (EVENTS, MONITOR_EVENTS, POLLIN, REFUSED, close_monitored, open_dealer,
+                      recv_frames,
                       recv_monitor_event, send_frames)
 from ..concurrency.threads import new_thread
 from .wakeup import WakePipe
@@ -61,13 +62,31 @@ class TimerHandle:
 
 
 class _Dealer:
-    """The DEALER to one peer, its monitor, and the lock under which any thread uses it."""
+    """The DEALER to one peer, its monitor, and the lock under which any thread uses it
+    (``with dealer as sock:``).
 
-    __slots__ = ("address", "socket", "monitor", "lock")
+    `holder` is the thread inside: a finalizer that the garbage collector runs there
+    and that sends to the same peer must not wait for that thread's own lock.
+    """
+
+    __slots__ = ("address", "socket", "monitor", "lock", "holder")
 
     def __init__(self, address: str, sock: zmq.Socket, monitor: zmq.Socket):
         self.address, self.socket, self.monitor = address, sock, monitor
         self.lock = threading.Lock()
+        self.holder: Optional[int] = None
+
+    def held_here(self) -> bool:
+        return self.holder == threading.get_ident()
+
+    def __enter__(self) -> zmq.Socket:
+        self.lock.acquire()
+        self.holder = threading.get_ident()
+        return self.socket
+
+    def __exit__(self, *exc: Any) -> None:
+        self.holder = None
+        self.lock.release()
 
 
 class Mailbox:
@@ -190,33 +209,43 @@ class Mailbox:
     def send_to_peer(self, address: str, frames: List[Any]) -> None:
         """Send `frames` to the actor at `address` over its DEALER; callable from any thread.
 
-        ActorStoppedError once the mailbox is stopping.
+        From another thread: ActorStoppedError once the mailbox is stopping, or when
+        ZeroMQ refuses the message; PeerLostError if the peer refused the connection.
         """
-        if self.in_io_thread():
-            self.send_now(address, frames)
-            return
         dealer = self._dealers.get(address)
+        if self.in_io_thread():
+            if dealer is not None and dealer.held_here():  # a finalizer, mid-read
+                self.call_soon(self.send_now, address, frames, message=frames)
+            else:
+                self.send_now(address, frames)
+            return
         # Read in this order: a command is appended before the loop takes it, and the
         # loop raises `_draining` before it takes one.
-        if dealer is None or self._commands or self._draining:
+        if dealer is None or self._commands or self._draining or dealer.held_here():
             self.call_soon(self.send_now, address, frames, message=frames)
             return
-        with dealer.lock:
-            if self._stopping or dealer.socket.closed:
+        with dealer as sock:
+            if self._stopping or sock.closed:
                 raise ActorStoppedError(f"actor {self.name} is stopped")
-            send_frames(dealer.socket, frames)
+            try:
+                send_frames(sock, frames, zmq.NOBLOCK)
+            except zmq.Again:  # no connection to queue on: the peer refused it
+                raise PeerLostError(address, REFUSED) from None
+            except zmq.ZMQError as exc:
+                raise ActorStoppedError(f"actor {self.name} cannot send to {address}: "
+                                        f"{exc}") from None
             self._peers.count_sent(address)
-            unannounced = dealer.socket.getsockopt(EVENTS) & POLLIN
+            unannounced = sock.getsockopt(EVENTS) & POLLIN
         if unannounced:  # the send took in a reply its descriptor will not announce
-            self._unread.add(dealer.socket)
+            self._unread.add(sock)
             self._wake.wake()
 
     def send_now(self, address: str, frames: List[Any]) -> int:
         """Send on the DEALER to `address`, opening it on first use; I/O thread only.
         Returns the message's number among those sent to `address`."""
         dealer = self._dealer(address)
-        with dealer.lock:
-            send_frames(dealer.socket, frames)
+        with dealer as sock:
+            send_frames(sock, frames)
             sent = self._peers.count_sent(address)
         # The send may have taken in a reply that the descriptor will not announce.
         self._unread.add(dealer.socket)
@@ -315,7 +344,7 @@ class Mailbox:
         dealer = self._dealer_peers.get(sock)
         for _ in range(_RECV_BATCH):
             if dealer is not None:
-                with dealer.lock:
+                with dealer:
                     if not sock.getsockopt(EVENTS) & POLLIN:
                         return
                     frames = recv_frames(sock)
@@ -380,8 +409,8 @@ class Mailbox:
     def _close_all(self) -> None:
         self._stopping = True
         for dealer in self._dealers.values():
-            with dealer.lock:  # not while another thread sends on it
-                close_monitored(dealer.socket, dealer.monitor)
+            with dealer as sock:  # not while another thread sends on it
+                close_monitored(sock, dealer.monitor)
         self._monitors.clear()
         self._by_fd.clear()
         self._unread.clear()

@@ -9,7 +9,8 @@ reports what it learnt another way (`report_lost`: a thread's own connection dro
 a caller's connection closed), and the first report of a loss wins. The table does
 no I/O and reads no clock: its methods say what happened, and the actor acts on it,
 on the I/O thread; `register` and `forget` may be called from any thread (one dict
-operation each, atomic under the GIL), so the I/O thread iterates over a copy.
+operation each, atomic under the GIL), so the I/O thread iterates over a copy, and
+`count_sent` from whichever thread sends, under the lock of the DEALER it sends on.
 """
 from __future__ import annotations
 
@@ -170,8 +171,8 @@ class PeerTable:
     def take_unproven(self) -> Dict[str, int]:
         """Each peer with messages that no answer has proven delivered, and how many;
         they count as proven from now on (the caller asks the peer to confirm them)."""
+        counts = dict(self._sent)  # other threads count what they send meanwhile
         unproven = {peer: sent - self._delivered.get(peer, 0)
-                    for peer, sent in self._sent.items()
-                    if sent > self._delivered.get(peer, 0)}
-        self._delivered.update((peer, self._sent[peer]) for peer in unproven)
+                    for peer, sent in counts.items() if sent > self._delivered.get(peer, 0)}
+        self._delivered.update((peer, counts[peer]) for peer in unproven)
         return unproven

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import itertools
 import struct
+from collections import deque as _consume
+from itertools import starmap as _starmap
 from typing import Any, List, Optional, Sequence, Tuple
 
 import zmq
@@ -118,11 +120,41 @@ def open_dealer(ctx: zmq.Context, address: str, heartbeat_ms: int, heartbeat_tim
 
 
 def send_frames(sock: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> None:
-    """Send `frames` as one multipart message, without copying large frames."""
+    """Send `frames` as one multipart message, without copying large frames.
+
+    A message is never left half sent, which would merge the next message on the
+    socket into it. The frames go out from C code (a `starmap` that a `deque`
+    consumes), where no Python signal handler runs between two of them; pyzmq runs
+    pending handlers just before and just after it sends a frame, so when one raises
+    (a KeyboardInterrupt) that frame may or may not have left, and the message is
+    ended anyway before the exception goes on: with the frames after it, or an empty
+    frame when it was the last. The receiver drops what is malformed.
+    """
     last = len(frames) - 1
     more = flags | _SNDMORE
+    sends = []
     for index, frame in enumerate(frames):
-        _send(sock, frame, more if index < last else flags, len(frame) < COPY_THRESHOLD)
+        sends.append((sock, frame, more if index < last else flags, len(frame) < COPY_THRESHOLD))
+    waiting = iter(sends)
+    try:
+        _consume(_starmap(_send, waiting), 0)
+    except zmq.ZMQError:  # that frame was refused, and so is whatever would follow
+        raise
+    except BaseException:
+        _end_message(list(waiting) or [(sock, b"", flags, True)])
+        raise
+
+
+def _end_message(sends: List[tuple]) -> None:
+    """Send the rest of a begun message, through further interruptions; a socket that
+    refuses a frame (closed, its context ended) takes nothing more anyway."""
+    for send in sends:
+        try:
+            _send(*send)
+        except zmq.ZMQError:
+            return
+        except BaseException:  # noqa: BLE001 - the caller raises the first one
+            continue
 
 
 def recv_frames(sock: zmq.Socket, flags: int = 0) -> List[zmq.Frame]:
