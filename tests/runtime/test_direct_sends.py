@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from actors.runtime import Actor, ActorStoppedError
+from actors.runtime.protocol import ONEWAY, envelope
 from tests.runtime import peers
 from tests.waiting import run_in_threads
 
@@ -101,3 +102,21 @@ def test_a_thread_sending_while_its_actor_stops_is_told_and_nothing_hangs():
         client.stop()
         server.stop()
     assert [t.name for t in threading.enumerate() if t.name.startswith("direct-")] == []
+
+
+def test_a_send_made_while_the_thread_holds_the_connection_waits_its_turn_instead_of_deadlocking():
+    # What a finalizer does when the garbage collector runs it in the middle of a
+    # send: here a frame whose length, read while the DEALER is held, sends too.
+    seen = Seen()
+    with Actor(name="server") as server, Actor(None, name="client") as client:
+        server.register(peers.ECHO, seen.take, inline=True)
+        client.notify(server.address, peers.ECHO, "first")  # opens the connection
+
+        class Reentrant(bytes):
+            def __len__(self) -> int:
+                client.notify(server.address, peers.ECHO, "from inside")
+                return super().__len__()
+
+        head, body = envelope.encode(peers.ECHO, 0, "outer", ONEWAY)
+        client.core._mailbox.send_to_peer(server.address, [head, Reentrant(body)])
+        assert sorted(seen.wait_for(3, 10)) == ["first", "from inside", "outer"]
