@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.bench_collectives import run  # noqa: E402
 
-CALLS = 4000
+CALLS = 3000
 
 
 def _thread_ticks() -> Dict[str, int]:
@@ -42,7 +42,7 @@ def _thread_ticks() -> Dict[str, int]:
             kind = "calling"
         elif os_name.startswith("ZMQbg"):
             kind = "libzmq_io"
-        elif name.endswith("-io"):
+        elif name.startswith("pg-") and name.endswith("-io"):
             kind = "transport_io"
         else:
             kind = "other"

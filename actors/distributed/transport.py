@@ -128,8 +128,8 @@ class Transport:
                     if rank not in rest:
                         self._actor.notify(self._addresses[rank], Kind.PG_DATA, payload)
             if rest and not keep:
-                # Such a buffer leaves as its own frame, which ZeroMQ reads after the
-                # send returns.
+                # Such a buffer leaves as its own frame, which may wait for the I/O
+                # thread, or, from 1 MiB, be read by ZeroMQ after the send returns.
                 data = data.copy()
         for rank in rest:
             self._actor.notify(self._addresses[rank], Kind.PG_DATA, (key, call, data))

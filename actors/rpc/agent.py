@@ -190,7 +190,7 @@ class RpcAgent(Callee):
         except WorkerLostError:
             return
         with self._sending(info):
-            self.actor.notify(self.directory.address(info), Kind.RPC_CALL, payload)
+            self._notify(info, Kind.RPC_CALL, payload)
 
     def call_service(self, to: Destination, kind: int, payload: Any,
                      timeout: Optional[float]) -> Any:
@@ -210,7 +210,15 @@ class RpcAgent(Callee):
             info = self._peer(to)
         except WorkerLostError:
             return
-        self.actor.notify(self.directory.address(info), kind, (self.rank, payload))
+        self._notify(info, kind, (self.rank, payload))
+
+    def _notify(self, info: WorkerInfo, kind: int, payload: Any) -> None:
+        """A one-way message to `info`; one whose connection is refused is lost, silently."""
+        address = self.directory.address(info)
+        try:
+            self.actor.notify(address, kind, payload)
+        except PeerLostError as exc:
+            self.actor.report_lost(address, exc.reason)
 
     def _sending(self, info: WorkerInfo) -> "_Sending":
         return _Sending(info, self.directory.runs_this_script(info))

@@ -13,8 +13,9 @@ This layer imports nothing from `store`, `engine` or the rpc services. Its parts
                     replies), the pickle and JSON codecs and their input limits,
                     error payloads, the script's definitions by name, large buffers
                     through same-host shared memory (``shared_buffers``)
-``io/``             sockets and I/O: the one ZeroMQ context, the mailbox's I/O thread, the
-                    ROUTER, the peer table, per-thread channels, attached sockets, CURVE
+``io/``             sockets and I/O: the one ZeroMQ context, the mailbox's I/O thread and its
+                    timers, the ROUTER, the peer table, per-thread channels, attached
+                    sockets, CURVE
 ``concurrency/``    futures, worker pools and the leader that reads the mailbox, the
                     blocking hand-off, request deadlines, the thread registry
 ``process/``        logs, allocator and BLAS tuning, the exit flush, long waits that say so

@@ -16,7 +16,8 @@ from ..introspection.recorder import FOLD_INTERVAL, RECEIVED, RECORDING, TRAFFIC
 from ..introspection.server import IntrospectionServer
 from ..io.attachments import Attachment, MessageHandler, check_type, open_socket
 from ..io.context import process_context
-from ..io.mailbox import Mailbox, TimerHandle
+from ..io.mailbox import Mailbox
+from ..io.timers import TimerHandle
 from ..io.peers import Liveness, PeerTable
 from ..io.router import Router
 from ..io.security import secure

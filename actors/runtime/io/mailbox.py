@@ -25,10 +25,7 @@ it owns and calls `on_closed` (the actor's teardown), on its own thread.
 from __future__ import annotations
 
 import collections
-import heapq
-import itertools
 import threading
-import time
 from typing import Any, Callable, Dict, List, Optional, Set
 
 import zmq
@@ -39,54 +36,33 @@ from ..process.log import get_logger
 from .peers import PeerTable
 from .router import Router
 from .sockets import (EVENTS, MONITOR_EVENTS, POLLIN, REFUSED, close_monitored, open_dealer,
-                      recv_frames,
-                      recv_monitor_event, send_frames)
+                      recv_frames, recv_monitor_event, send_frames)
 from ..concurrency.threads import new_thread
+from .timers import TimerHandle, Timers
 from .wakeup import WakePipe
 
 log = get_logger(__name__)
 
 # Batch bound per socket and poll round, so one busy socket cannot starve the others.
 _RECV_BATCH = 64
-_LONGEST_POLL_MS = 60_000
-
-
-class TimerHandle:
-    __slots__ = ("deadline", "fn", "args", "cancelled")
-
-    def __init__(self, deadline: float, fn: Callable[..., Any], args: tuple):
-        self.deadline, self.fn, self.args, self.cancelled = deadline, fn, args, False
-
-    def cancel(self) -> None:
-        self.cancelled = True
 
 
 class _Dealer:
-    """The DEALER to one peer, its monitor, and the lock under which any thread uses it
-    (``with dealer as sock:``).
+    """The DEALER to one peer, its monitor, and the lock under which any thread uses it.
 
-    `holder` is the thread inside: a finalizer that the garbage collector runs there
-    and that sends to the same peer must not wait for that thread's own lock.
+    The lock is re-entrant only so that `held_here` can tell that this thread is inside
+    (a finalizer that the garbage collector runs in the middle of a send): a send from
+    there must not start a message inside another, nor wait for its own thread.
     """
 
-    __slots__ = ("address", "socket", "monitor", "lock", "holder")
+    __slots__ = ("address", "socket", "monitor", "lock")
 
     def __init__(self, address: str, sock: zmq.Socket, monitor: zmq.Socket):
         self.address, self.socket, self.monitor = address, sock, monitor
-        self.lock = threading.Lock()
-        self.holder: Optional[int] = None
+        self.lock = threading.RLock()
 
     def held_here(self) -> bool:
-        return self.holder == threading.get_ident()
-
-    def __enter__(self) -> zmq.Socket:
-        self.lock.acquire()
-        self.holder = threading.get_ident()
-        return self.socket
-
-    def __exit__(self, *exc: Any) -> None:
-        self.holder = None
-        self.lock.release()
+        return self.lock._is_owned()  # what threading.Condition asks an RLock
 
 
 class Mailbox:
@@ -127,8 +103,7 @@ class Mailbox:
         self._draining = False  # commands taken off `_commands` may still be running
         self._wake = WakePipe()
         self._wake_pending = False
-        self._timers: List[tuple] = []
-        self._timer_seq = itertools.count()
+        self._timers = Timers()
         self._poller = zmq.Poller()
         self._started = False
         self._stopping = False
@@ -191,9 +166,7 @@ class Mailbox:
 
     def call_later(self, delay: float, fn: Callable[..., Any], *args: Any) -> TimerHandle:
         """Run `fn(*args)` on the I/O thread after `delay` seconds; I/O thread only."""
-        handle = TimerHandle(time.monotonic() + delay, fn, args)
-        heapq.heappush(self._timers, (handle.deadline, next(self._timer_seq), handle))
-        return handle
+        return self._timers.add(delay, fn, args)
 
     def watch(self, sock: zmq.Socket, events: int, on_ready: Callable[[int], None]) -> None:
         """Call ``on_ready(events)`` when `sock` has any of `events`; 0 stops watching.
@@ -224,32 +197,45 @@ class Mailbox:
         if dealer is None or self._commands or self._draining or dealer.held_here():
             self.call_soon(self.send_now, address, frames, message=frames)
             return
-        with dealer as sock:
-            if self._stopping or sock.closed:
-                raise ActorStoppedError(f"actor {self.name} is stopped")
-            try:
+        try:
+            self._send_here(dealer, frames)
+        except zmq.Again:  # no connection to queue on: the peer refused it
+            raise PeerLostError(address, REFUSED) from None
+        except zmq.ZMQError as exc:
+            raise ActorStoppedError(f"actor {self.name} cannot send to {address}: "
+                                    f"{exc}") from None
+
+    def _send_here(self, dealer: _Dealer, frames: List[Any]) -> None:
+        """Send on `dealer` from this thread, another than the I/O thread."""
+        sock = dealer.socket
+        # A send, even one that fails, may take in a reply that the descriptor will
+        # then not announce: the I/O thread looks at the socket unless it is known empty.
+        unannounced = True
+        try:
+            with dealer.lock:
+                if self._stopping or sock.closed:
+                    unannounced = False
+                    raise ActorStoppedError(f"actor {self.name} is stopped")
                 send_frames(sock, frames, zmq.NOBLOCK)
-            except zmq.Again:  # no connection to queue on: the peer refused it
-                raise PeerLostError(address, REFUSED) from None
-            except zmq.ZMQError as exc:
-                raise ActorStoppedError(f"actor {self.name} cannot send to {address}: "
-                                        f"{exc}") from None
-            self._peers.count_sent(address)
-            unannounced = sock.getsockopt(EVENTS) & POLLIN
-        if unannounced:  # the send took in a reply its descriptor will not announce
-            self._unread.add(sock)
-            self._wake.wake()
+                self._peers.count_sent(dealer.address)
+                unannounced = sock.getsockopt(EVENTS) & POLLIN
+        finally:
+            if unannounced:
+                self._unread.add(sock)
+                self._wake.wake()
 
     def send_now(self, address: str, frames: List[Any]) -> int:
         """Send on the DEALER to `address`, opening it on first use; I/O thread only.
         Returns the message's number among those sent to `address`."""
         dealer = self._dealer(address)
-        with dealer as sock:
-            send_frames(sock, frames)
-            sent = self._peers.count_sent(address)
-        # The send may have taken in a reply that the descriptor will not announce.
-        self._unread.add(dealer.socket)
-        return sent
+        try:
+            with dealer.lock:
+                send_frames(dealer.socket, frames)
+                return self._peers.count_sent(address)
+        finally:
+            # The send, even one that failed, may have taken in a reply that the
+            # descriptor will not announce.
+            self._unread.add(dealer.socket)
 
     # ---- I/O thread ---------------------------------------------------------------
 
@@ -313,13 +299,7 @@ class Mailbox:
             self._close_all()
 
     def _poll_timeout_ms(self) -> Optional[int]:
-        if self._commands:
-            return 0
-        if not self._timers:
-            return None
-        due_ms = int((self._timers[0][0] - time.monotonic()) * 1000) + 1
-        # ZeroMQ takes a C int: a far timer (a wait "forever") is re-checked now and then.
-        return min(max(0, due_ms), _LONGEST_POLL_MS)
+        return 0 if self._commands else self._timers.sleep_ms()
 
     def _drain_router(self, woken: bool) -> bool:
         """Dispatch waiting requests, a batch at most; True if more are waiting."""
@@ -344,7 +324,7 @@ class Mailbox:
         dealer = self._dealer_peers.get(sock)
         for _ in range(_RECV_BATCH):
             if dealer is not None:
-                with dealer:
+                with dealer.lock:
                     if not sock.getsockopt(EVENTS) & POLLIN:
                         return
                     frames = recv_frames(sock)
@@ -399,18 +379,14 @@ class Mailbox:
         self._dispatch(self._on_peer_lost, address, reason)
 
     def _run_timers(self) -> None:
-        now = time.monotonic()
-        timers = self._timers
-        while timers and timers[0][0] <= now:
-            handle = heapq.heappop(timers)[2]
-            if not handle.cancelled:
-                self._dispatch(handle.fn, *handle.args)
+        for handle in self._timers.due():
+            self._dispatch(handle.fn, *handle.args)
 
     def _close_all(self) -> None:
         self._stopping = True
         for dealer in self._dealers.values():
-            with dealer as sock:  # not while another thread sends on it
-                close_monitored(sock, dealer.monitor)
+            with dealer.lock:  # not while another thread sends on it
+                close_monitored(dealer.socket, dealer.monitor)
         self._monitors.clear()
         self._by_fd.clear()
         self._unread.clear()

@@ -124,11 +124,13 @@ def send_frames(sock: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> None
 
     A message is never left half sent, which would merge the next message on the
     socket into it. The frames go out from C code (a `starmap` that a `deque`
-    consumes), where no Python signal handler runs between two of them; pyzmq runs
-    pending handlers just before and just after it sends a frame, so when one raises
-    (a KeyboardInterrupt) that frame may or may not have left, and the message is
-    ended anyway before the exception goes on: with the frames after it, or an empty
-    frame when it was the last. The receiver drops what is malformed.
+    consumes), so a Python signal handler runs only inside pyzmq's send of a frame,
+    just before or just after the frame leaves: when it raises (a KeyboardInterrupt),
+    that frame may or may not have left, and the message is ended anyway before the
+    exception goes on, with the frames after it, or with two empty frames when it was
+    the last (an extra message, or a frame count that no header announces). A frame
+    that ZeroMQ refuses did not leave: the rest is sent from it, if any left before.
+    The receiver rejects a malformed message, as any bad input.
     """
     last = len(frames) - 1
     more = flags | _SNDMORE
@@ -138,23 +140,36 @@ def send_frames(sock: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> None
     waiting = iter(sends)
     try:
         _consume(_starmap(_send, waiting), 0)
-    except zmq.ZMQError:  # that frame was refused, and so is whatever would follow
+    except zmq.ZMQError:
+        failed = last - waiting.__length_hint__()
+        if failed:
+            _end_message(sends[failed:])
         raise
     except BaseException:
-        _end_message(list(waiting) or [(sock, b"", flags, True)])
+        _end_message(list(waiting) or _closing(sock, flags))
         raise
 
 
-def _end_message(sends: List[tuple]) -> None:
+def _closing(sock: zmq.Socket, flags: int) -> List[tuple]:
+    """Two empty frames, which end a message whether or not its last frame left."""
+    return [(sock, b"", flags | _SNDMORE, True), (sock, b"", flags, True)]
+
+
+def _end_message(sends: List[tuple], attempts: int = 3) -> None:
     """Send the rest of a begun message, through further interruptions; a socket that
     refuses a frame (closed, its context ended) takes nothing more anyway."""
-    for send in sends:
-        try:
-            _send(*send)
-        except zmq.ZMQError:
+    for _ in range(attempts):
+        for index, send in enumerate(sends):
+            try:
+                _send(*send)
+            except zmq.ZMQError:
+                return
+            except BaseException:  # noqa: BLE001 - the caller raises the first one
+                if index == len(sends) - 1:
+                    break  # the last frame may not have left: end the message again
+        else:
             return
-        except BaseException:  # noqa: BLE001 - the caller raises the first one
-            continue
+        sends = _closing(sends[-1][0], sends[-1][2])
 
 
 def recv_frames(sock: zmq.Socket, flags: int = 0) -> List[zmq.Frame]:
