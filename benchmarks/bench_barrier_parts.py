@@ -5,7 +5,12 @@ rounds):
 - ``to_last_handled``: the last member's arrival → the server handles its request;
 - ``release``: the server answers every parked member (encode, ROUTER send);
 - ``after_release``: release done → the last member returns (the members' wake-up);
-- ``total``: last arrival → last released, as `benchmarks._store_crowds.barrier`.
+- ``total``: last arrival → last released, as `benchmarks._store_crowds.barrier`;
+- ``raw_total``: the same span of the same rounds through raw pyzmq, the floor of a
+  round of one message per member and one release over ZeroMQ: one Python thread on
+  a ROUTER that answers every member at the last arrival, members on a DEALER each;
+- ``torch_total``: the same span through torch's TCPStore (an ``add``, then a ``wait``
+  for the key the last member sets), when torch is importable.
 
 `time.perf_counter` is CLOCK_MONOTONIC, comparable across the processes of one host.
 Usage: ``python benchmarks/bench_barrier_parts.py [--size 64] [--rounds 5]``.
@@ -25,7 +30,9 @@ from typing import Any, Dict, List
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._procs import server_process  # noqa: E402
-from benchmarks._store_crowds import _barrier_member, _end, _until, open_client  # noqa: E402
+from benchmarks._store_crowds import (_barrier_member, _end, _until, barrier,  # noqa: E402
+                                      open_client)
+from benchmarks.bench_store import _torch_server  # noqa: E402
 
 
 def _timed_server(ready: Any, log_path: str) -> None:
@@ -85,12 +92,74 @@ def parts(size: int, rounds: int) -> Dict[str, float]:
     return {k: round(statistics.median(s[k] for s in spans) * 1e3, 2) for k in spans[0]}
 
 
+def _raw_quorum_server(ready: Any) -> None:
+    """Answer each round's members all at once, at the last one's arrival: a request
+    is ``[round, size]``; "join" is the round that starts the others."""
+    import zmq
+
+    router = zmq.Context.instance().socket(zmq.ROUTER)
+    ready.put(router.bind_to_random_port("tcp://127.0.0.1"))
+    waiting: Dict[bytes, List[bytes]] = {}
+    while True:
+        identity, key, size = router.recv_multipart()
+        members = waiting.setdefault(key, [])
+        members.append(identity)
+        if len(members) == int(size):
+            for member in waiting.pop(key):
+                router.send_multipart([member, b""])
+
+
+def _raw_member(ready: Any, port: int, size: int, rounds: int) -> None:
+    import zmq
+
+    dealer = zmq.Context.instance().socket(zmq.DEALER)
+    dealer.connect(f"tcp://127.0.0.1:{port}")
+    count = str(size).encode()
+    dealer.send_multipart([b"join", count])
+    dealer.recv()
+    times = []
+    for round_ in range(rounds):
+        arrived = time.perf_counter()
+        dealer.send_multipart([b"round/%d" % round_, count])
+        dealer.recv()
+        times.append((arrived, time.perf_counter()))
+    ready.put(times)
+
+
+def raw_total(size: int, rounds: int) -> float:
+    """Milliseconds from the last arrival to the last release through raw pyzmq: the
+    median of `rounds` rounds in a row."""
+    ctx = mp.get_context("spawn")
+    with server_process(_raw_quorum_server) as port:
+        ready = ctx.Queue()
+        procs = [ctx.Process(target=_raw_member, args=(ready, port, size, rounds),
+                             daemon=True) for _ in range(size)]
+        for proc in procs:
+            proc.start()
+        try:
+            members = [ready.get(timeout=120) for _ in procs]
+        finally:
+            _end(procs)
+    return round(statistics.median(
+        max(m[r][1] for m in members) - max(m[r][0] for m in members)
+        for r in range(rounds)) * 1e3, 2)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    print(json.dumps({"size": args.size, **parts(args.size, args.rounds)}))
+    figures = {"size": args.size, **parts(args.size, args.rounds),
+               "raw_total": raw_total(args.size, args.rounds)}
+    try:
+        import torch.distributed  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        with server_process(_torch_server) as port:
+            figures["torch_total"] = barrier("torch", port, args.size, args.rounds)
+    print(json.dumps(figures))
     return 0
 
 
