@@ -290,7 +290,7 @@ class Mailbox:
                         self._drain_commands()
                     elif sock in self._by_fd:
                         self._read(self._by_fd[sock])
-                    elif sock in self._watched:
+                    elif sock in self._watched:  # not unwatched by an earlier handler
                         self._dispatch(self._watched[sock], ready)
                 self._run_timers()
         except Exception:  # noqa: BLE001 - logged; teardown below fails what is pending
@@ -323,20 +323,16 @@ class Mailbox:
         self._unread.discard(sock)
         dealer = self._dealer_peers.get(sock)
         for _ in range(_RECV_BATCH):
-            if dealer is not None:
+            if dealer is None:  # a monitor, read by this thread alone
+                if not sock.getsockopt(EVENTS) & POLLIN:
+                    return
+                self._on_monitor_event(sock)
+            else:
                 with dealer.lock:
                     if not sock.getsockopt(EVENTS) & POLLIN:
                         return
                     frames = recv_frames(sock)
                 self._dispatch(self._on_reply, dealer.address, frames)
-                continue
-            if not sock.getsockopt(EVENTS) & POLLIN:
-                return
-            if sock is self._sender_monitor:
-                fd = recv_monitor_event(sock)[1]
-                self._dispatch(self._on_senders_lost, fd)
-            else:
-                self._on_monitor_event(sock)
         self._unread.add(sock)
 
     def _dispatch(self, callback: Callable[..., None], *args: Any) -> None:
@@ -362,8 +358,11 @@ class Mailbox:
             self._draining = False
 
     def _on_monitor_event(self, monitor: zmq.Socket) -> None:
+        event, value = recv_monitor_event(monitor)
+        if monitor is self._sender_monitor:  # the ROUTER's: a sender's connection closed
+            self._dispatch(self._on_senders_lost, value)
+            return
         address = self._monitors[monitor]
-        event = recv_monitor_event(monitor)[0]
         reason = self._peers.observe(address, event)
         if reason is not None:
             self.announce_lost(address, reason)
