@@ -133,6 +133,8 @@ class Inbox:
     def _raise_if_broken(self, ranks: Tuple[int, ...]) -> None:
         if self._closed is not None:
             raise DistError(self._closed)
+        if not self._lost:
+            return
         lost = {r: why for r, why in self._lost.items() if r in ranks}
         if lost:
             dump_recorder("rank_lost")

@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Set, Tu
 import numpy as np
 
 from actors.runtime.process.log import get_logger
+from actors.runtime.protocol import serialization
 
 log = get_logger(__name__)
 
@@ -45,6 +46,10 @@ class SharedArray(NamedTuple):
     count: int
     dtype: str
     shape: tuple
+
+
+# Its fields are plain data: every small collective's message takes the standard pickler.
+serialization.register_plain_type(SharedArray)
 
 
 class RegionOffer(NamedTuple):

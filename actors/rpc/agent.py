@@ -62,10 +62,12 @@ class RpcAgent(Callee):
         self._withdraw: Callable[[], None] = lambda: None  # see publish_introspection
         self._ids = itertools.count(1)
         self._lost: Set[str] = set()
-        self._outstanding = 0
+        self._outstanding = 0  # calls sent from here and not answered, under `_lock`
+        self._idle_waiters = 0  # threads in `wait_idle`, under `_lock`
         self._leaving = False
         self._channels: Dict[int, Channel] = {}
-        self._idle = threading.Condition(threading.Lock())
+        self._lock = threading.Lock()  # the call count and the table of channels
+        self._idle = threading.Condition(self._lock)
         self.actor = Actor(f"tcp://{host}:0", name=name, num_worker_threads=num_worker_threads,
                            workers_receive=True)
         self.actor.register(Kind.RPC_CALL, self._serve_call)
@@ -271,7 +273,7 @@ class RpcAgent(Callee):
     def _channel(self, info: WorkerInfo) -> Channel:
         channel = self._channels.get(info.id)
         if channel is None:
-            with self._idle:
+            with self._lock:
                 channel = self._channels.get(info.id)
                 if channel is None:
                     # Every worker of the world listens before it registers: a peer
@@ -291,9 +293,9 @@ class RpcAgent(Callee):
         return envelope.payload
 
     def _track(self, delta: int) -> None:
-        with self._idle:
+        with self._lock:  # the plain lock: entering the Condition runs Python
             self._outstanding += delta
-            if self._outstanding == 0:
+            if not self._outstanding and self._idle_waiters:
                 self._idle.notify_all()
 
     def _mark_lost(self, peer: WorkerInfo) -> None:
@@ -339,7 +341,11 @@ class RpcAgent(Callee):
     def wait_idle(self, timeout: Optional[float]) -> bool:
         """Wait until no call sent from here is outstanding."""
         with self._idle:
-            return self._idle.wait_for(lambda: self._outstanding == 0, timeout)
+            self._idle_waiters += 1
+            try:
+                return self._idle.wait_for(lambda: self._outstanding == 0, timeout)
+            finally:
+                self._idle_waiters -= 1
 
     def leave(self, graceful: bool, timeout: Optional[float]) -> None:
         """Leave the world: with `graceful`, a barrier once every worker's work is done."""

@@ -29,6 +29,29 @@ def test_wait_with_a_timeout_gives_up_with_a_timeout_error():
     assert isinstance(info.value, TimeoutError)
 
 
+def test_every_thread_waiting_on_one_future_wakes_with_its_value_after_others_gave_up():
+    future = Future()
+    with pytest.raises(FutureTimeoutError):
+        future.wait(0)  # an expired wait leaves nothing behind
+    with pytest.raises(FutureTimeoutError):
+        future.wait(0.01)
+    values, started = [], threading.Barrier(9)
+
+    def waiter() -> None:
+        started.wait(5)
+        values.append(future.wait(10))
+
+    threads = [threading.Thread(target=waiter) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    started.wait(5)
+    future.set_result("done")
+    for thread in threads:
+        thread.join(10)
+    assert values == ["done"] * 8
+    assert future.wait(0) == "done"
+
+
 def test_value_of_a_pending_future_is_an_invalid_state_error():
     with pytest.raises(InvalidStateError):
         Future().value()

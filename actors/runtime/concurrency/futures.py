@@ -6,6 +6,7 @@ I/O thread), so they must be short; `then` chains a transformation.
 from __future__ import annotations
 
 import threading
+from _thread import allocate_lock as _allocate_lock
 from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
 from .blocking import about_to_block
@@ -27,14 +28,16 @@ K = TypeVar("K")
 class Future:
     """A single-assignment result with blocking wait and completion callbacks."""
 
-    __slots__ = ("_lock", "_result", "_exception", "_callbacks", "_event", "__weakref__")
+    __slots__ = ("_lock", "_result", "_exception", "_callbacks", "_waiters", "__weakref__")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._result: Any = _PENDING
         self._exception: Optional[BaseException] = None
         self._callbacks: Optional[List[Callable[["Future"], None]]] = []
-        self._event: Optional[threading.Event] = None
+        # A held lock per waiting thread, released when the future completes: the
+        # least a wake-up can cost (threading.Event runs a Condition in Python).
+        self._waiters: Optional[List[Any]] = None
 
     def done(self) -> bool:
         """Whether the future has a result or an error; never blocks."""
@@ -63,23 +66,33 @@ class Future:
                 raise InvalidStateError("future already completed")
             self._result, self._exception = result, exception
             callbacks, self._callbacks = self._callbacks, None
-            event = self._event
-        if event is not None:
-            event.set()
+            waiters, self._waiters = self._waiters, None
+        if waiters is not None:
+            for waiter in waiters:
+                waiter.release()
         for callback in callbacks:
             _run_callback(callback, self)
 
     def wait(self, timeout: Optional[float] = None) -> Any:
         """Block until done (at most `timeout` seconds); return the value or raise its error."""
         if self._callbacks is not None:
+            waiter = _allocate_lock()
+            waiter.acquire()
             with self._lock:
-                if self._callbacks is not None and self._event is None:
-                    self._event = threading.Event()
-                event = self._event
-            if event is not None:
+                pending = self._callbacks is not None
+                if pending:
+                    if self._waiters is None:
+                        self._waiters = [waiter]
+                    else:
+                        self._waiters.append(waiter)
+            if pending:
                 about_to_block()
-                if not event.wait(timeout):
-                    raise FutureTimeoutError(f"future not completed within {timeout:g}s")
+                if not waiter.acquire(True, -1 if timeout is None else max(0.0, timeout)):
+                    with self._lock:
+                        if self._callbacks is not None:  # not completed meanwhile
+                            self._waiters.remove(waiter)
+                            raise FutureTimeoutError(
+                                f"future not completed within {timeout:g}s")
         return self.value()
 
     def value(self) -> Any:

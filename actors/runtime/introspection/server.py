@@ -21,7 +21,7 @@ from ..errors import ProtocolError, UnknownKindError
 from ..process.log import get_logger
 from ..protocol import ERROR, JSON, PUSH, RESPONSE, Kind, envelope, kind_name
 from ..io.context import process_context
-from ..io.sockets import new_socket, recv_frames, send_frames
+from ..io.sockets import NOBLOCK, new_socket, recv_frames, send_frames
 from .recorder import TRAFFIC, recording
 from .stacks import thread_stacks
 from .status import endpoints, identity, process_status
@@ -68,7 +68,7 @@ class IntrospectionServer:
             answer = self.answer(frames[1:])
             if answer is not None:
                 try:
-                    send_frames(self.socket, [frames[0], *answer], zmq.NOBLOCK)
+                    send_frames(self.socket, [frames[0], *answer], NOBLOCK)
                 except zmq.ZMQError as error:  # the asker went away
                     log.info("introspection_answer_undeliverable", error=str(error))
 

@@ -26,7 +26,7 @@ import zmq
 from ..errors import ActorStoppedError
 from ..concurrency.futures import Future
 from ..process.log import get_logger
-from .sockets import POLLIN, recv_frames, send_frames
+from .sockets import NOBLOCK, POLLIN, recv_frames, send_frames
 
 log = get_logger(__name__)
 
@@ -36,7 +36,6 @@ RECEIVING = {zmq.PULL: "PULL", zmq.SUB: "SUB", zmq.DEALER: "DEALER", zmq.PAIR: "
              zmq.ROUTER: "ROUTER"}
 SEND_ONLY = {zmq.PUSH: "PUSH", zmq.PUB: "PUB"}
 _POLLOUT = int(zmq.POLLOUT)
-_NOBLOCK = int(zmq.NOBLOCK)
 _BATCH = 64  # messages taken per wake-up, so one busy socket cannot starve the loop
 
 
@@ -133,7 +132,7 @@ class Attachment:
                 if self._running >= self._max_pending:
                     break
             try:
-                frames = recv_frames(self._sock, _NOBLOCK)
+                frames = recv_frames(self._sock, NOBLOCK)
             except zmq.Again:
                 break
             with self._lock:
@@ -147,7 +146,7 @@ class Attachment:
         sent = False
         while self._outbox:
             try:
-                send_frames(self._sock, self._outbox[0], _NOBLOCK)
+                send_frames(self._sock, self._outbox[0], NOBLOCK)
             except zmq.Again:
                 break  # the peer's high-water mark: wait for POLLOUT
             except zmq.ZMQError as exc:  # e.g. a ROUTER reply to a peer that left

@@ -35,8 +35,8 @@ from ..errors import ActorStoppedError, PeerLostError
 from ..process.log import get_logger
 from .peers import PeerTable
 from .router import Router
-from .sockets import (EVENTS, MONITOR_EVENTS, POLLIN, REFUSED, close_monitored, open_dealer,
-                      recv_frames, recv_monitor_event, send_frames)
+from .sockets import (EVENTS, MONITOR_EVENTS, NOBLOCK, POLLIN, REFUSED, close_monitored,
+                      open_dealer, recv_frames, recv_monitor_event, send_frames)
 from ..concurrency.threads import new_thread
 from .timers import TimerHandle, Timers
 from .wakeup import WakePipe
@@ -216,7 +216,7 @@ class Mailbox:
                 if self._stopping or sock.closed:
                     unannounced = False
                     raise ActorStoppedError(f"actor {self.name} is stopped")
-                send_frames(sock, frames, zmq.NOBLOCK)
+                send_frames(sock, frames, NOBLOCK)
                 self._peers.count_sent(dealer.address)
                 unannounced = sock.getsockopt(EVENTS) & POLLIN
         finally:

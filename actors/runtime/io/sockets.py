@@ -9,9 +9,11 @@ routing ids and groups (draft sockets, which we do not use): half a frame's cost
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 from collections import deque as _consume
+from itertools import repeat as _repeat
 from itertools import starmap as _starmap
 from typing import Any, List, Optional, Sequence, Tuple
 
@@ -24,6 +26,7 @@ _send = zmq.backend.Socket.send
 # Plain ints: pyzmq looks an option's enum member up by value on every call.
 EVENTS = int(zmq.EVENTS)
 POLLIN = int(zmq.POLLIN)
+NOBLOCK = int(zmq.NOBLOCK)  # and as a flag: or-ing pyzmq's enum costs a Python call
 
 # `send_frames` copies frames smaller than this and sends larger ones zero-copy. A
 # zero-copy frame is released through pyzmq's garbage-collector thread, one more
@@ -133,10 +136,8 @@ def send_frames(sock: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> None
     The receiver rejects a malformed message, as any bad input.
     """
     last = len(frames) - 1
-    more = flags | _SNDMORE
-    sends = []
-    for index, frame in enumerate(frames):
-        sends.append((sock, frame, more if index < last else flags, len(frame) < COPY_THRESHOLD))
+    sends = list(zip(_repeat(sock), frames, _flag_run(last, flags),
+                     map(COPY_THRESHOLD.__gt__, map(len, frames))))
     waiting = iter(sends)
     try:
         _consume(_starmap(_send, waiting), 0)
@@ -148,6 +149,12 @@ def send_frames(sock: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> None
     except BaseException:
         _end_message(list(waiting) or _closing(sock, flags))
         raise
+
+
+@functools.lru_cache(maxsize=64)
+def _flag_run(last: int, flags: int) -> Tuple[int, ...]:
+    """Each frame's flags: `flags` and SNDMORE but for the last frame, `last`."""
+    return (flags | _SNDMORE,) * last + (flags,)
 
 
 def _closing(sock: zmq.Socket, flags: int) -> List[tuple]:

@@ -32,6 +32,7 @@ INBAND_LIMIT = 1024
 _PLAIN_TYPES = {type(None), bool, int, float, str, bytes, np.ndarray}
 _PLAIN_CONTAINERS = frozenset({list, tuple, dict})
 _SCALARS = frozenset({type(None), bool, int, float, str, bytes})
+_STR = frozenset({str})
 _PLAIN_MAX_ITEMS = 64
 
 
@@ -74,10 +75,11 @@ def _plainness(value: Any, depth: int = 6) -> int:
     if kind not in _PLAIN_CONTAINERS or depth == 0 or len(value) > _PLAIN_MAX_ITEMS:
         return _NOT_PLAIN
     if kind is dict:
-        for key in value:
-            if type(key) is not str:
-                return _NOT_PLAIN
+        if not _STR.issuperset(map(type, value)):
+            return _NOT_PLAIN
         value = value.values()
+    if _SCALARS.issuperset(map(type, value)):  # one pass in C: the common leaf
+        return _PLAIN
     found = _PLAIN
     for item in value:
         kind = type(item)
