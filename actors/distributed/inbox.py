@@ -2,10 +2,13 @@
 
 The actor's I/O thread `put`s each message under its key (group, collective step,
 sender...); the thread running a collective `take`s the one it needs next and sleeps
-until it arrives. Once a rank is reported lost (it died or hung), every wait of a
-group it belongs to fails with RankLostError: such a group cannot finish any
-collective. A rank that left (destroyed its group) only fails the waits for a
-message from it.
+until it arrives. With `read_with`, the first thread that must sleep reads the
+actor's mailbox itself instead, and `put`s what it reads (its own message among
+them) without waking anyone: one thread hand-off less per message.
+
+Once a rank is reported lost (it died or hung), every wait of a group it belongs to
+fails with RankLostError: such a group cannot finish any collective. A rank that left
+(destroyed its group) only fails the waits for a message from it.
 """
 from __future__ import annotations
 
@@ -34,6 +37,15 @@ class Inbox:
         self._lost: Dict[int, str] = {}  # rank -> why
         self._left: Set[int] = set()
         self._closed: Optional[str] = None
+        self._read_here: Optional[Callable[[Optional[float]], bool]] = None
+        self._interrupt: Callable[[], None] = _nothing
+        self._reader: Optional[int] = None  # the thread that reads the mailbox, if one does
+
+    def read_with(self, read_here: Callable[[Optional[float]], bool],
+                  interrupt: Callable[[], None]) -> None:
+        """Wait by reading the mailbox the messages come to: `read_here(timeout)` and
+        `interrupt()` are `Actor.read_mailbox_here` and `interrupt_mailbox_reading`."""
+        self._read_here, self._interrupt = read_here, interrupt
 
     def put(self, key: Key, message: Any) -> None:
         with self._cond:
@@ -41,20 +53,27 @@ class Inbox:
             if queue is None:
                 queue = self._queues[key] = collections.deque()
             queue.append(message)
-            self._cond.notify_all()
+            self._wake_all()
+
+    def _wake_all(self) -> None:
+        """Wake every waiter; hold `_cond`."""
+        self._cond.notify_all()
+        reader = self._reader
+        if reader is not None and reader != threading.get_ident():
+            self._interrupt()
 
     def lose(self, rank: int, reason: str) -> None:
         """Record `rank` as lost, unless it left first, and wake every waiter."""
         with self._cond:
             if rank not in self._left:
                 self._lost.setdefault(rank, reason)
-                self._cond.notify_all()
+                self._wake_all()
 
     def leave(self, rank: int) -> None:
         """Record that `rank` left: it sends nothing more."""
         with self._cond:
             self._left.add(rank)
-            self._cond.notify_all()
+            self._wake_all()
 
     def lost(self) -> Dict[int, str]:
         """The ranks reported lost, and why."""
@@ -69,7 +88,7 @@ class Inbox:
     def close(self, reason: str) -> None:
         with self._cond:
             self._closed = reason
-            self._cond.notify_all()
+            self._wake_all()
 
     def check(self, ranks: Iterable[int]) -> None:
         """Raise RankLostError if any of `ranks` is lost."""
@@ -128,6 +147,16 @@ class Inbox:
                     watch.tick()
                     timeout = watch.next_in() if timeout is None else min(timeout,
                                                                           watch.next_in())
+                if self._read_here is not None and self._reader is None:
+                    self._reader = threading.get_ident()
+                    self._cond.release()
+                    try:
+                        reading = self._read_here(timeout)
+                    finally:
+                        self._cond.acquire()
+                        self._reader = None
+                    if reading:
+                        continue
                 self._cond.wait(timeout)
 
     def _raise_if_broken(self, ranks: Tuple[int, ...]) -> None:
@@ -139,3 +168,7 @@ class Inbox:
         if lost:
             dump_recorder("rank_lost")
             raise RankLostError(lost, "; ".join(sorted(set(lost.values()))))
+
+
+def _nothing() -> None:
+    pass

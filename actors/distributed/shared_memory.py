@@ -214,7 +214,8 @@ class SharedRegions:
         return True
 
     def attach(self, offer: RegionOffer) -> None:
-        """Map the region a peer offers (`PG_SHARE`'s handler, on the I/O thread)."""
+        """Map the region a peer offers (`PG_SHARE`'s handler, on the thread that reads
+        the mailbox)."""
         if self._closed:
             raise OSError("the process group is closing")
         offer = RegionOffer(*offer)

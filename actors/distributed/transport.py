@@ -7,10 +7,11 @@ receiving one checks against the connection the message came on (`Senders`);
 `call` describes the sender's call and its phase so that mismatched calls are
 caught, and `data` travels zero-copy (arrays as out-of-band frames) or, for a large
 array to ranks on this host, as a `SharedArray` in this rank's shared region, which
-the receiver reads through `open` or `lend`. The I/O thread puts each message into
-the `Inbox`. At start-up every rank connects to every other, so the death of any
-rank (a dropped connection, or missed ZMTP heartbeats for a hung one) reaches every
-survivor's inbox; a rank that destroys its group says so first (`PG_LEAVE`).
+the receiver reads through `open` or `lend`. The I/O thread, or the thread that
+waits for a message (`Inbox.read_with`), puts each message into the `Inbox`. At
+start-up every rank connects to every other, so the death of any rank (a dropped
+connection, or missed ZMTP heartbeats for a hung one) reaches every survivor's inbox;
+a rank that destroys its group says so first (`PG_LEAVE`).
 
 The actor's handlers reference the inbox, the senders and the address table, never
 the `Transport`, so a dropped transport stops its actor.
@@ -74,6 +75,8 @@ class Transport:
         self._actor.on_peer_lost(
             lambda address: inbox.lose(ranks.get(address, -1), "its connection dropped"))
         self._actor.start()
+        # A collective's thread reads what it waits for: no wake-up by the I/O thread.
+        inbox.read_with(self._actor.read_mailbox_here, self._actor.interrupt_mailbox_reading)
 
     @property
     def address(self) -> str:

@@ -202,6 +202,23 @@ class ActorCore(Calling, Serving):
         """
         return self._mailbox.in_io_thread()
 
+    def read_mailbox_here(self, timeout: Optional[float]) -> bool:
+        """Let the calling thread, which waits for a message this actor will receive,
+        read the mailbox itself for a while: it dispatches the requests waiting, or
+        sleeps until one comes (at most `timeout` seconds, None: no limit, or until
+        `interrupt_mailbox_reading`) and dispatches it; inline handlers run on it. This
+        saves the thread wake-up between the I/O thread and the waiting thread.
+
+        False, at once, when it cannot (the I/O thread does not read this mailbox, or
+        another thread does now, or the actor stopped): wait another way.
+        """
+        return self._mailbox.read_here(timeout)
+
+    def interrupt_mailbox_reading(self) -> None:
+        """End the sleep of the thread in `read_mailbox_here` (or the next one's); any
+        thread."""
+        self._mailbox.interrupt_reading()
+
     def serve_introspection(self, host: str = "127.0.0.1") -> str:
         """Answer STATUS, STACKS and RECORDER (docs/PROTOCOL.md) on this actor's I/O
         thread, at a new ``tcp://host:port``, returned; the socket closes with the actor.

@@ -4,7 +4,8 @@ It owns one DEALER per peer it sends requests to (with a monitor socket that rep
 a lost connection), the monitor of the actor's ROUTER, a wake-up pipe through which
 other threads hand it work, and a timer heap. When the actor's requests are read by
 this thread (`read_router`), it also waits on the `Router` and takes requests from
-it. It knows nothing of message contents: the actor decodes them.
+it, but while a thread that waits for a message reads them itself (`read_here`,
+`router_turns`). It knows nothing of message contents: the actor decodes them.
 
 A one-way message from another thread leaves on the peer's DEALER at once, sent by
 that thread under the DEALER's lock, unless commands wait for this thread (they may
@@ -35,6 +36,7 @@ from ..errors import ActorStoppedError, PeerLostError
 from ..process.log import get_logger
 from .peers import PeerTable
 from .router import Router
+from .router_turns import RouterTurns
 from .sockets import (EVENTS, MONITOR_EVENTS, NOBLOCK, POLLIN, REFUSED, close_monitored,
                       open_dealer, recv_frames, recv_monitor_event, send_frames)
 from ..concurrency.threads import new_thread
@@ -94,7 +96,7 @@ class Mailbox:
         self._monitors: Dict[zmq.Socket, str] = {}
         self._by_fd: Dict[int, zmq.Socket] = {}  # notification descriptor -> own socket
         self._unread: Set[zmq.Socket] = set()  # own sockets to read before sleeping
-        self._router: Optional[Router] = None
+        self._turns: Optional[RouterTurns] = None  # the ROUTER's reading, if this thread reads it
         self._on_request: Optional[Callable[[bytes, list], None]] = None
         self._sender_monitor: Optional[zmq.Socket] = None
         self._watched: Dict[zmq.Socket, Callable[[int], None]] = {}  # attached sockets
@@ -115,8 +117,15 @@ class Mailbox:
 
     def read_router(self, router: Router, on_request: Callable[[bytes, list], None]) -> None:
         """Make this thread the reader of `router`: ``on_request(identity, frames)`` each."""
-        self._router, self._on_request = router, on_request
-        router.set_reader(self.in_io_thread, self._wake.wake)
+        self._on_request = on_request
+        self._turns = RouterTurns(router, lambda *request: self._dispatch(on_request, *request),
+                                  self._wake.wake)
+        router.set_reader(self.in_io_thread, self._wake_readers)
+
+    def _wake_readers(self) -> None:
+        self._wake.wake()
+        if self._turns.lent:
+            self._turns.interrupt()
 
     def watch_senders(self, monitor: zmq.Socket, on_disconnect: Callable[[int], None]) -> None:
         """Read the ROUTER's disconnect `monitor`: ``on_disconnect(fd)`` for each event."""
@@ -146,6 +155,19 @@ class Mailbox:
 
     def in_io_thread(self) -> bool:
         return threading.current_thread() is self._thread
+
+    def read_here(self, timeout: Optional[float]) -> bool:
+        """Read the ROUTER on the calling thread, which waits for a message: dispatch the
+        requests waiting, or sleep until one comes (at most `timeout` seconds, None: no
+        limit, or until `interrupt_reading`) and dispatch it. False, at once, when this
+        thread does not read the ROUTER, or another thread does: wait another way."""
+        turns = self._turns
+        return turns is not None and not self.in_io_thread() and turns.read_here(timeout)
+
+    def interrupt_reading(self) -> None:
+        """End the sleep of a thread in `read_here` (or of the next one); any thread."""
+        if self._turns is not None:
+            self._turns.interrupt()
 
     # ---- thread-safe entry points -------------------------------------------------
 
@@ -266,10 +288,10 @@ class Mailbox:
         self._unread.add(sock)
 
     def _loop(self) -> None:
-        poller = self._poller
+        poller, turns = self._poller, self._turns
         router_fd = None
-        if self._router is not None:
-            router_fd = self._router.fd
+        if turns is not None:
+            router_fd = turns.fd
             poller.register(router_fd, zmq.POLLIN)
         if self._sender_monitor is not None:
             self._listen(self._sender_monitor)
@@ -278,7 +300,7 @@ class Mailbox:
         try:
             while not self._stopping:
                 # Requests may wait with the descriptor quiet: take them first.
-                more = router_fd is not None and self._drain_router(router_woke)
+                more = turns is not None and turns.io_reads() and self._drain_router(router_woke)
                 router_woke = False
                 if self._unread:
                     self._read_unread()
@@ -299,19 +321,15 @@ class Mailbox:
             self._close_all()
 
     def _poll_timeout_ms(self) -> Optional[int]:
-        return 0 if self._commands else self._timers.sleep_ms()
+        if self._commands:
+            return 0
+        timer = self._timers.sleep_ms()
+        recheck = None if self._turns is None else self._turns.recheck_ms()
+        return timer if recheck is None else recheck if timer is None else min(timer, recheck)
 
     def _drain_router(self, woken: bool) -> bool:
         """Dispatch waiting requests, a batch at most; True if more are waiting."""
-        router = self._router
-        take = router.take_woken if woken else router.take
-        for _ in range(_RECV_BATCH):
-            request = take()
-            if request is None:
-                return False
-            self._dispatch(self._on_request, *request)
-            take = router.take
-        return True
+        return self._turns.drain(woken, _RECV_BATCH) == _RECV_BATCH
 
     def _read_unread(self) -> None:
         for sock in list(self._unread):
@@ -372,7 +390,7 @@ class Mailbox:
     def announce_lost(self, address: str, reason: str) -> None:
         """Tell the actor that the peer table found `address` lost; I/O thread only."""
         # What the peer delivered before it went is handed up before its loss.
-        while self._router is not None and self._drain_router(False):
+        while self._turns is not None and self._drain_router(False):
             pass
         log.info("peer_lost", actor=self.name, peer=address, reason=reason)
         self._dispatch(self._on_peer_lost, address, reason)
@@ -396,6 +414,8 @@ class Mailbox:
             _, _, message = self._commands.popleft()
             if message is not None:
                 self._dispatch(self._on_unsent, message)
+        if self._turns is not None:  # no thread reads the router from here on
+            self._turns.close()
         # The teardown closes the router, which switches off its monitor first.
         self._dispatch(self._on_closed)
         if self._sender_monitor is not None:
