@@ -40,6 +40,7 @@ class Inbox:
         self._read_here: Optional[Callable[[Optional[float]], bool]] = None
         self._interrupt: Callable[[], None] = _nothing
         self._reader: Optional[int] = None  # the thread that reads the mailbox, if one does
+        self._sleepers = 0  # threads in `_cond.wait`, one of which reads next
 
     def read_with(self, read_here: Callable[[Optional[float]], bool],
                   interrupt: Callable[[], None]) -> None:
@@ -155,9 +156,15 @@ class Inbox:
                     finally:
                         self._cond.acquire()
                         self._reader = None
+                        if self._sleepers:  # the next turn is theirs
+                            self._cond.notify()
                     if reading:
                         continue
-                self._cond.wait(timeout)
+                self._sleepers += 1
+                try:
+                    self._cond.wait(timeout)
+                finally:
+                    self._sleepers -= 1
 
     def _raise_if_broken(self, ranks: Tuple[int, ...]) -> None:
         if self._closed is not None:

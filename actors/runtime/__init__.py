@@ -14,8 +14,8 @@ This layer imports nothing from `store`, `engine` or the rpc services. Its parts
                     error payloads, the script's definitions by name, large buffers
                     through same-host shared memory (``shared_buffers``)
 ``io/``             sockets and I/O: the one ZeroMQ context, the mailbox's I/O thread and its
-                    timers, the ROUTER, the peer table, per-thread channels, attached
-                    sockets, CURVE
+                    timers, the ROUTER and the turns at reading it, the peer table,
+                    per-thread channels, attached sockets, CURVE
 ``concurrency/``    futures, worker pools and the leader that reads the mailbox, the
                     blocking hand-off, request deadlines, the thread registry
 ``process/``        logs, allocator and BLAS tuning, the exit flush, long waits that say so
@@ -35,11 +35,14 @@ timeout") to None at its boundary.
 socket                 owner (module)              who sends               who receives
 =====================  ==========================  ======================  =====================
 actor ROUTER (mailbox) `Router` (io/router.py),    any thread answering a  the actor's reader: the
-                       under its lock              request, via            I/O thread, or with
-                                                   `Router.send`           ``workers_receive`` the
+                       under its lock              request, via            I/O thread, or a thread
+                                                   `Router.send`           waiting for a message,
+                                                                           in its turn (io/
+                                                                           router_turns.py); with
+                                                                           ``workers_receive`` the
                                                                            leading worker
                                                                            (concurrency/
-                                                                           leaders.py), via
+                                                                           leaders.py); via
                                                                            `Router.take`
 ROUTER disconnect      I/O thread (io/mailbox.py)  libzmq                  I/O thread
 monitor
@@ -90,9 +93,11 @@ path                        hops  how
                                   function on its own thread
 ``rpc_async`` round trip    8     +1: the caller hands the request to its I/O thread; +1: the
                                   reply completes the future on that thread and wakes the waiter
-collective message          4     the calling thread sends on the peer's DEALER itself; the
-(one way)                         receiver's I/O thread puts the message in the inbox and wakes
-                                  the waiting thread (+1); raw: 3
+collective message          3     the calling thread sends on the peer's DEALER itself; the
+(one way)                         thread waiting for it reads it from the ROUTER in its turn;
+                                  4 when the I/O thread holds the reading (no collective for
+                                  5 ms): it puts the message in the inbox and wakes the
+                                  waiting thread; raw: 3
 store op (TCPStore)         6     as ``rpc_sync``: the client's `Channel`, handled inline by the
                                   server's I/O thread
 store wake-up               6     the setter's op is handled by the server's I/O thread, which

@@ -57,6 +57,11 @@ class Reader:
         assert not self._thread.is_alive()
 
 
+def turn_on(actor: Actor) -> bool:
+    """Whether a thread reads `actor`'s mailbox in its turn now (asked without taking one)."""
+    return actor.core._mailbox._turns.lent
+
+
 def test_a_reading_thread_dispatches_requests_itself_and_the_io_thread_takes_over_after():
     dispatched = Dispatched()
     with Actor(name="turns") as server, Actor(None, name="client") as client:
@@ -104,6 +109,7 @@ def test_requests_keep_their_order_while_the_reading_changes_hands():
         finally:
             stop_sending.set()
             sender.join(10)
+        assert not sender.is_alive()
         count = len(sent)
         assert wait_until(lambda: len(dispatched.payloads()) == count + count // 500, 30)
     assert [p for p in dispatched.payloads() if p != "r"] == list(range(count))
@@ -117,7 +123,8 @@ def test_only_one_thread_reads_at_a_time_and_an_interrupt_ends_its_sleep_at_once
         start = time.monotonic()
         first.start()
         # While the first thread sleeps in its turn, another is told to wait its usual way.
-        assert wait_until(lambda: not server.read_mailbox_here(0))
+        assert wait_until(lambda: turn_on(server))
+        assert server.read_mailbox_here(0) is False
         server.interrupt_mailbox_reading()
         first.join(10)
         assert outcome == [True] and time.monotonic() - start < 10
@@ -129,7 +136,7 @@ def test_stopping_the_actor_ends_a_reading_thread_and_later_turns_are_refused():
     reading = threading.Thread(target=lambda: outcome.append(server.read_mailbox_here(30)))
     reading.start()
     try:
-        assert wait_until(lambda: not server.read_mailbox_here(0))  # the other thread's turn is on
+        assert wait_until(lambda: turn_on(server))
         server.stop()
         reading.join(10)
         assert not reading.is_alive() and outcome == [True]

@@ -120,7 +120,8 @@ class Mailbox:
         self._on_request = on_request
         self._turns = RouterTurns(router, lambda *request: self._dispatch(on_request, *request),
                                   self._wake.wake)
-        router.set_reader(self.in_io_thread, self._wake_readers)
+        router.set_reader(lambda: self._turns.reads_here(self.in_io_thread()),
+                          self._wake_readers)
 
     def _wake_readers(self) -> None:
         self._wake.wake()

@@ -75,12 +75,6 @@ class Router:
                 return None
             return self._receive(sock)
 
-    def has_requests(self) -> bool:
-        """Whether requests wait (it re-arms the descriptor, as `take` does)."""
-        with self._lock:
-            sock = self._sock
-            return sock is not None and bool(sock.getsockopt(EVENTS) & POLLIN)
-
     def take_woken(self) -> Optional[Request]:
         """`take` for a reader that `fd` just woke: a request is most likely waiting, so
         the receive is tried at once (ZeroMQ processes its pending commands on a miss)."""

@@ -30,6 +30,7 @@ import threading
 import time
 from typing import Any, Callable, List, Optional
 
+from ..process.log import get_logger
 from .router import Router
 from .wakeup import WakePipe
 
@@ -40,6 +41,10 @@ GRACE = 0.005
 # While turns hold the reading, the I/O thread looks again after these many ms, doubling.
 FIRST_RECHECK_MS, LAST_RECHECK_MS = 5, 80
 _BATCH = 64
+# How long closing waits for the turn on to end (seconds): it ends within one drain.
+CLOSE_WAIT = 5.0
+
+log = get_logger(__name__)
 
 
 class RouterTurns:
@@ -133,6 +138,13 @@ class RouterTurns:
                 self._wake.drain()
         return woke
 
+    def reads_here(self, in_io_thread: bool) -> bool:
+        """Whether the calling thread reads the ROUTER now: it is taking and dispatching
+        (a take follows whatever it sends), or it is the I/O thread and holds the
+        reading. `Router.send` from any other thread looks for requests it leaves
+        unannounced."""
+        return self._reading._is_owned() or (in_io_thread and self._io_reads)
+
     def interrupt(self) -> None:
         """End the sleep of the current turn, or of the next if none is on (the caller
         knows that a turn began); any thread."""
@@ -167,10 +179,17 @@ class RouterTurns:
         return ms
 
     def close(self) -> None:
-        """End the current turn (waiting for it) and refuse new ones; then nothing polls
-        the ROUTER's descriptor here any more. Any thread but a turn's own."""
+        """End the current turn (waiting for it, `CLOSE_WAIT` at most) and refuse new
+        ones; then nothing polls the ROUTER's descriptor here any more. Any thread but
+        a turn's own."""
         self._closed = True
         self._wake.wake()
-        with self._turn:
+        if not self._turn.acquire(True, CLOSE_WAIT):
+            # A handler that blocks in a turn: its descriptors stay open, not reused.
+            log.warning("router_turn_not_ended", waited_s=CLOSE_WAIT)
+            return
+        try:
             self._interest.close()
             self._wake.close()
+        finally:
+            self._turn.release()
