@@ -8,7 +8,7 @@ package docstring lists the hops of each path). Measured side by side in one run
 - ``rpc_sync_us`` (6 hops), ``rpc_async_one_us`` (one call, waited for: 8 hops),
   as users run them (`env://`, ``engine.dist_autograd`` imported, the function in
   ``__main__``);
-- ``all_reduce_4kib_2_ranks_us``: one exchange, 5 hops each way, rank 0's clock.
+- ``all_reduce_4kib_2_ranks_us``: one exchange, 3 hops each way, rank 0's clock.
 ``us_per_hop`` divides each path by its hops. ``cpu_us_per_call`` is the CPU time (all
 threads, user and system) that the caller's and the callee's processes spend per
 round trip, raw pyzmq and ``rpc_sync`` as users: what separates the two is the work
@@ -34,7 +34,7 @@ from benchmarks._procs import free_port, server_process  # noqa: E402
 from benchmarks.bench_rpc import _as_users_worker, _raw_server, echo_main  # noqa: E402
 
 HOPS = {"raw_pyzmq_rt_us": 6, "thread_handoff_rt_us": 2, "rpc_sync_us": 6,
-        "rpc_async_one_us": 8, "all_reduce_4kib_2_ranks_us": 5}
+        "rpc_async_one_us": 8, "all_reduce_4kib_2_ranks_us": 3}
 
 
 def _median_us(fn: Any, calls: int) -> float:
