@@ -21,6 +21,36 @@ class Unpicklable:
         raise TypeError("this object refuses to be pickled")
 
 
+class Handled:
+    """Each payload a server's inline handler took, in mailbox order, and the name of
+    the thread it ran on."""
+
+    def __init__(self) -> None:
+        self.seen: list = []  # (payload, thread name)
+        self._cond = threading.Condition()
+
+    def take(self, msg) -> object:
+        with self._cond:
+            self.seen.append((msg.payload, threading.current_thread().name))
+            self._cond.notify_all()
+        return msg.payload
+
+    def payloads(self) -> list:
+        with self._cond:
+            return [payload for payload, _ in self.seen]
+
+    def threads(self) -> set:
+        with self._cond:
+            return {thread for _, thread in self.seen}
+
+    def wait_for(self, count: int, timeout: float) -> list:
+        """The payloads, once `count` have come (asserted within `timeout` seconds)."""
+        with self._cond:
+            assert self._cond.wait_for(lambda: len(self.seen) >= count, timeout), \
+                f"{len(self.seen)} of {count} messages arrived"
+        return self.payloads()
+
+
 def _fail(msg):
     raise KeyError(f"no entry named {msg.payload!r}")
 

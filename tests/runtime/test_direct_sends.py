@@ -12,30 +12,10 @@ from tests.waiting import run_in_threads
 pytestmark = pytest.mark.timeout(60)
 
 
-class Seen:
-    """The payloads a server's inline handler took, in mailbox order."""
-
-    def __init__(self) -> None:
-        self.payloads: list = []
-        self._cond = threading.Condition()
-
-    def take(self, msg) -> object:
-        with self._cond:
-            self.payloads.append(msg.payload)
-            self._cond.notify_all()
-        return msg.payload
-
-    def wait_for(self, count: int, timeout: float) -> list:
-        with self._cond:
-            assert self._cond.wait_for(lambda: len(self.payloads) >= count, timeout), \
-                f"{len(self.payloads)} of {count} messages arrived"
-            return list(self.payloads)
-
-
 def test_a_threads_one_way_messages_and_requests_arrive_in_the_order_it_sent_them():
     # The first message opens the connection on the I/O thread and each request goes
     # through it; the one-way messages between them leave from this thread.
-    seen = Seen()
+    seen = peers.Handled()
     with Actor(name="server") as server, Actor(None, name="client") as client:
         server.register(peers.ECHO, seen.take, inline=True)
         requests = []
@@ -52,7 +32,7 @@ def test_threads_sending_on_a_connection_whose_replies_arrive_meanwhile_lose_not
     # Sender threads use the DEALER that the I/O thread reads the replies from; a send
     # may take in a reply without its descriptor saying so, and a lost reply shows as
     # a request waiting out its timeout here.
-    seen = Seen()
+    seen = peers.Handled()
     with Actor(name="server") as server, Actor(None, name="client") as client:
         server.register(peers.ECHO, seen.take, inline=True)
         server.register(peers.SUM, lambda msg: msg.payload, inline=True)
@@ -107,7 +87,7 @@ def test_a_thread_sending_while_its_actor_stops_is_told_and_nothing_hangs():
 def test_a_send_made_while_the_thread_holds_the_connection_waits_its_turn_instead_of_deadlocking():
     # What a finalizer does when the garbage collector runs it in the middle of a
     # send: here a frame whose length, read while the DEALER is held, sends too.
-    seen = Seen()
+    seen = peers.Handled()
     with Actor(name="server") as server, Actor(None, name="client") as client:
         server.register(peers.ECHO, seen.take, inline=True)
         client.notify(server.address, peers.ECHO, "first")  # opens the connection

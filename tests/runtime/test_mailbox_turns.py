@@ -12,27 +12,6 @@ from tests.waiting import wait_until
 pytestmark = pytest.mark.timeout(60)
 
 
-class Dispatched:
-    """Each payload an inline handler took, and the name of the thread it ran on."""
-
-    def __init__(self) -> None:
-        self.seen: list = []
-        self._lock = threading.Lock()
-
-    def take(self, msg) -> object:
-        with self._lock:
-            self.seen.append((msg.payload, threading.current_thread().name))
-        return msg.payload
-
-    def payloads(self) -> list:
-        with self._lock:
-            return [payload for payload, _ in self.seen]
-
-    def threads(self) -> set:
-        with self._lock:
-            return {thread for _, thread in self.seen}
-
-
 class Reader:
     """A thread that takes turns reading `actor`'s mailbox until told to stop, resting
     `pause()` seconds between turns."""
@@ -63,7 +42,7 @@ def turn_on(actor: Actor) -> bool:
 
 
 def test_a_reading_thread_dispatches_requests_itself_and_the_io_thread_takes_over_after():
-    dispatched = Dispatched()
+    dispatched = peers.Handled()
     with Actor(name="turns") as server, Actor(None, name="client") as client:
         server.register(peers.ECHO, dispatched.take, inline=True)
         reader = Reader(server)
@@ -83,7 +62,7 @@ def test_a_reading_thread_dispatches_requests_itself_and_the_io_thread_takes_ove
 
 
 def test_requests_keep_their_order_while_the_reading_changes_hands():
-    dispatched = Dispatched()
+    dispatched = peers.Handled()
     with Actor(name="turns") as server, Actor(None, name="client") as client:
         server.register(peers.ECHO, dispatched.take, inline=True)
         sent, stop_sending = [], threading.Event()

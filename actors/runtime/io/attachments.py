@@ -26,7 +26,7 @@ import zmq
 from ..errors import ActorStoppedError
 from ..concurrency.futures import Future
 from ..process.log import get_logger
-from .sockets import NOBLOCK, POLLIN, recv_frames, send_frames
+from .sockets import NOBLOCK, POLLIN, RECV_BATCH, recv_frames, send_frames
 
 log = get_logger(__name__)
 
@@ -36,7 +36,6 @@ RECEIVING = {zmq.PULL: "PULL", zmq.SUB: "SUB", zmq.DEALER: "DEALER", zmq.PAIR: "
              zmq.ROUTER: "ROUTER"}
 SEND_ONLY = {zmq.PUSH: "PUSH", zmq.PUB: "PUB"}
 _POLLOUT = int(zmq.POLLOUT)
-_BATCH = 64  # messages taken per wake-up, so one busy socket cannot starve the loop
 
 
 class Attachment:
@@ -127,7 +126,7 @@ class Attachment:
             self._take()
 
     def _take(self) -> None:
-        for _ in range(_BATCH):
+        for _ in range(RECV_BATCH):
             with self._lock:
                 if self._running >= self._max_pending:
                     break

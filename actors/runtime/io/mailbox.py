@@ -37,16 +37,15 @@ from ..process.log import get_logger
 from .peers import PeerTable
 from .router import Router
 from .router_turns import RouterTurns
-from .sockets import (EVENTS, MONITOR_EVENTS, NOBLOCK, POLLIN, REFUSED, close_monitored,
-                      open_dealer, recv_frames, recv_monitor_event, send_frames)
+from .sockets import (EVENTS, MONITOR_EVENTS, NOBLOCK, POLLIN, RECV_BATCH, REFUSED,
+                      close_monitored, open_dealer, recv_frames, recv_monitor_event,
+                      send_frames)
 from ..concurrency.threads import new_thread
 from .timers import TimerHandle, Timers
 from .wakeup import WakePipe
 
 log = get_logger(__name__)
 
-# Batch bound per socket and poll round, so one busy socket cannot starve the others.
-_RECV_BATCH = 64
 
 
 class _Dealer:
@@ -69,7 +68,8 @@ class _Dealer:
 
 class Mailbox:
     """The I/O thread and the sockets it owns; every call on those sockets is on it, but
-    for other threads' one-way sends (`send_to_peer`, under the DEALER's lock).
+    for other threads' one-way sends (`send_to_peer`, under the DEALER's lock) and a
+    waiting thread's turn at the ROUTER (`read_here`).
 
     Callbacks (run on the I/O thread): ``on_reply(peer, frames)`` for a message on a
     peer's DEALER, ``on_peer_lost(peer, reason)`` once per loss, as `peers` decides it
@@ -116,7 +116,9 @@ class Mailbox:
     # ---- set-up (before start) ----------------------------------------------------
 
     def read_router(self, router: Router, on_request: Callable[[bytes, list], None]) -> None:
-        """Make this thread the reader of `router`: ``on_request(identity, frames)`` each."""
+        """Make this thread the reader of `router`, but during a waiting thread's turn
+        (`read_here`): ``on_request(identity, frames)`` for each request, on the thread
+        that took it."""
         self._on_request = on_request
         self._turns = RouterTurns(router, lambda *request: self._dispatch(on_request, *request),
                                   self._wake.wake)
@@ -290,10 +292,10 @@ class Mailbox:
 
     def _loop(self) -> None:
         poller, turns = self._poller, self._turns
-        router_fd = None
+        reading_fd = None  # the epoll set of the ROUTER's descriptor
         if turns is not None:
-            router_fd = turns.fd
-            poller.register(router_fd, zmq.POLLIN)
+            reading_fd = turns.fd
+            poller.register(reading_fd, zmq.POLLIN)
         if self._sender_monitor is not None:
             self._listen(self._sender_monitor)
         poller.register(self._wake.fd, zmq.POLLIN)
@@ -307,7 +309,7 @@ class Mailbox:
                     self._read_unread()
                 events = poller.poll(0 if more or self._unread else self._poll_timeout_ms())
                 for sock, ready in events:
-                    if sock == router_fd:
+                    if sock == reading_fd:
                         router_woke = True  # drained at the top of the loop
                     elif sock == self._wake.fd:
                         self._drain_commands()
@@ -330,7 +332,7 @@ class Mailbox:
 
     def _drain_router(self, woken: bool) -> bool:
         """Dispatch waiting requests, a batch at most; True if more are waiting."""
-        return self._turns.drain(woken, _RECV_BATCH) == _RECV_BATCH
+        return self._turns.drain(woken) == RECV_BATCH
 
     def _read_unread(self) -> None:
         for sock in list(self._unread):
@@ -341,7 +343,7 @@ class Mailbox:
         which it stays in `_unread`."""
         self._unread.discard(sock)
         dealer = self._dealer_peers.get(sock)
-        for _ in range(_RECV_BATCH):
+        for _ in range(RECV_BATCH):
             if dealer is None:  # a monitor, read by this thread alone
                 if not sock.getsockopt(EVENTS) & POLLIN:
                     return

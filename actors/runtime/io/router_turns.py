@@ -32,6 +32,7 @@ from typing import Any, Callable, List, Optional
 
 from ..process.log import get_logger
 from .router import Router
+from .sockets import RECV_BATCH
 from .wakeup import WakePipe
 
 Dispatch = Callable[[bytes, List[Any]], None]
@@ -40,7 +41,6 @@ Dispatch = Callable[[bytes, List[Any]], None]
 GRACE = 0.005
 # While turns hold the reading, the I/O thread looks again after these many ms, doubling.
 FIRST_RECHECK_MS, LAST_RECHECK_MS = 5, 80
-_BATCH = 64
 # How long closing waits for the turn on to end (seconds): it ends within one drain.
 CLOSE_WAIT = 5.0
 
@@ -70,15 +70,15 @@ class RouterTurns:
 
     # ---- whoever reads ---------------------------------------------------------
 
-    def drain(self, woken: bool, batch: int) -> int:
-        """Dispatch the requests waiting, `batch` at most; how many (`batch`: more may
-        wait). `woken`: the ROUTER's descriptor just said so (`Router.take_woken`). Any
-        thread."""
+    def drain(self, woken: bool) -> int:
+        """Dispatch the requests waiting, `RECV_BATCH` at most; how many (`RECV_BATCH`:
+        more may wait). `woken`: the ROUTER's descriptor just said so
+        (`Router.take_woken`). Any thread."""
         router = self._router
         taken = 0
         with self._reading:
             take = router.take_woken if woken else router.take
-            while taken < batch:
+            while taken < RECV_BATCH:
                 request = take()
                 if request is None:
                     break
@@ -117,9 +117,9 @@ class RouterTurns:
     def _take_all(self, woken: bool) -> int:
         taken = 0
         while True:
-            batch = self.drain(woken, _BATCH)
+            batch = self.drain(woken)
             taken += batch
-            if batch < _BATCH:
+            if batch < RECV_BATCH:
                 return taken
             woken = False
 

@@ -28,6 +28,10 @@ EVENTS = int(zmq.EVENTS)
 POLLIN = int(zmq.POLLIN)
 NOBLOCK = int(zmq.NOBLOCK)  # and as a flag: or-ing pyzmq's enum costs a Python call
 
+# Messages a loop takes from one socket per round, so one busy socket cannot starve
+# the others.
+RECV_BATCH = 64
+
 # `send_frames` copies frames smaller than this and sends larger ones zero-copy. A
 # zero-copy frame is released through pyzmq's garbage-collector thread, one more
 # thread wake-up per frame, which costs more than copying a few hundred KiB (W4b:
@@ -153,7 +157,8 @@ def send_frames(sock: zmq.Socket, frames: Sequence[Any], flags: int = 0) -> None
 
 @functools.lru_cache(maxsize=64)
 def _flag_run(last: int, flags: int) -> Tuple[int, ...]:
-    """Each frame's flags: `flags` and SNDMORE but for the last frame, `last`."""
+    """The flags of frames 0 to `last`: `flags` with SNDMORE, and `flags` alone on the
+    last."""
     return (flags | _SNDMORE,) * last + (flags,)
 
 
