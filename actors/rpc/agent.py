@@ -19,7 +19,7 @@ import zmq
 from actors.runtime import (Actor, ActorError, Future, Kind, PeerLostError,
                             SafeModeError)
 from actors.runtime.io.channel import Channel
-from actors.runtime.concurrency.futures import failed
+from actors.runtime.concurrency.futures import Settle, failed
 from actors.runtime.introspection import status
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol import shared_buffers
@@ -168,8 +168,8 @@ class RpcAgent(Callee):
         kind = Kind.RPC_CALL
         if remote is not None:
             kind, payload = Kind.RPC_REMOTE, payload + remote
-        return self._request(info, kind, payload, timeout).then(
-            lambda done: self._response(*self._settled(done, info), info, meta))
+        return self._request(info, kind, payload, timeout, lambda value, exc: self._response(
+            *self._settled(value, exc, info), info, meta))
 
     def call_sync(self, to: Destination, fn: Callable, args: tuple, kwargs: dict,
                   timeout: Optional[float]) -> Any:
@@ -204,8 +204,8 @@ class RpcAgent(Callee):
             info = self._peer(to)
         except WorkerLostError as exc:
             return failed(exc)
-        return self._request(info, kind, (self.rank, payload), timeout).then(
-            lambda done: self._settled(done, info))
+        return self._request(info, kind, (self.rank, payload), timeout,
+                             lambda value, exc: self._settled(value, exc, info))
 
     def notify_service(self, to: Destination, kind: int, payload: Any) -> None:
         try:
@@ -232,26 +232,27 @@ class RpcAgent(Callee):
         return info
 
     def _request(self, info: WorkerInfo, kind: int, payload: Any,
-                 timeout: Optional[float]) -> Future:
-        """Send a request through the I/O thread; settle the future with `_settled`."""
+                 timeout: Optional[float], settle: Settle) -> Future:
+        """Send a request through the I/O thread; `settle` (which calls `_settled`)
+        makes the future's value of the reply."""
         seconds = self.timeout if timeout is None else timeout
         with self._sending(info):
             reply = self.actor.request(self.directory.address(info), kind, payload,
                                        seconds or None,
                                        same_host=self.directory.shares_host(info),
-                                       what=_called(kind, payload))
+                                       what=_called(kind, payload), settle=settle)
         self._track(+1)
         return reply
 
-    def _settled(self, done: Future, peer: WorkerInfo) -> Any:
-        """The reply of a `_request`, with a lost connection as WorkerLostError."""
+    def _settled(self, value: Any, exc: Optional[BaseException], peer: WorkerInfo) -> Any:
+        """The reply of a `_request` (or the error that ended it), with a lost
+        connection as WorkerLostError."""
         self._track(-1)
-        exc = done.exception()
         if isinstance(exc, PeerLostError):
             raise WorkerLostError(peer.name, exc.reason) from None
         if exc is not None:
             raise exc
-        return done.value()
+        return value
 
     def _request_here(self, info: WorkerInfo, kind: int, payload: Any,
                       timeout: Optional[float]) -> Any:

@@ -101,6 +101,54 @@ def test_then_sees_the_exception_of_a_failed_future():
     assert chained.wait(1) == "ValueError"
 
 
+def test_settle_makes_what_the_future_holds_from_a_result_or_an_error():
+    seen = []
+
+    def settle(result, exception):
+        seen.append((result, exception))
+        if exception is not None:
+            raise KeyError(str(exception))
+        if result is None:
+            raise ZeroDivisionError("no result")
+        return result * 2
+
+    doubled, mapped, broken = Future(settle), Future(settle), Future(settle)
+    called = []
+    doubled.add_done_callback(lambda done: called.append(done.value()))
+    doubled.set_result(21)
+    assert doubled.wait(1) == 42 and called == [42]
+    error = ValueError("lost")
+    mapped.set_exception(error)
+    with pytest.raises(KeyError, match="lost"):
+        mapped.wait(1)
+    broken.set_result(None)
+    assert isinstance(broken.exception(), ZeroDivisionError)
+    assert seen == [(21, None), (None, error), (None, None)]
+
+
+def test_settle_runs_once_when_two_threads_complete_the_future_at_once():
+    for _ in range(200):
+        runs = []
+        future = Future(lambda result, exception: runs.append(result) or result)
+        start = threading.Barrier(2)
+        refused = []
+
+        def complete(value):
+            start.wait(5)
+            try:
+                future.set_result(value)
+            except InvalidStateError:
+                refused.append(value)
+
+        threads = [threading.Thread(target=complete, args=(v,)) for v in (1, 2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(5)
+        assert len(runs) == 1 and len(refused) == 1
+        assert future.value() == runs[0] and refused[0] != runs[0]
+
+
 def test_wait_all_returns_values_in_order_and_raises_the_first_error():
     assert wait_all([completed(1), completed(2)]) == [1, 2]
     with pytest.raises(ValueError):

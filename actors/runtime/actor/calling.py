@@ -12,7 +12,7 @@ import time
 from time import monotonic_ns
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..concurrency.futures import Future, failed
+from ..concurrency.futures import Future, Settle, failed
 from ..errors import ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError
 from ..introspection.recorder import ANSWERED, CALLED, RECORDING, SENT, record
 from ..introspection.status import dump_recorder
@@ -33,7 +33,8 @@ class Calling:
 
     def request(self, peer: str, kind: int, payload: Any = None,
                 timeout: Optional[float] = None, *, json: bool = False,
-                same_host: bool = False, what: Any = None) -> Future:
+                same_host: bool = False, what: Any = None,
+                settle: Optional[Settle] = None) -> Future:
         """Send a request to the actor at `peer`; the future holds the reply payload.
 
         The payload is encoded on the calling thread, so an unpicklable argument raises
@@ -43,13 +44,14 @@ class Calling:
         peer with PeerLostError. `same_host`: `peer` runs on this host, so large
         buffers may go through shared memory both ways (`protocol.shared_buffers`).
         `what` names what the request calls, in `requests_in_flight` and in the
-        flight recorder (default: nothing).
+        flight recorder (default: nothing). `settle(payload, exception)` makes what the
+        future holds of the reply (see `Future`); it runs on the I/O thread.
         """
         if self._stopped:
             raise ActorStoppedError(f"actor {self.name} is stopped")
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
-        future = Future()
+        future = Future(settle)
         # Taken before it leaves: its receipt must never come first in a timeline.
         now = time.monotonic()
         deadline = None if timeout is None else now + timeout

@@ -1,7 +1,8 @@
 """`Future`: the result of work that completes on another thread or another actor.
 
 Callbacks run on the thread that completes the future (for a reply, the actor's
-I/O thread), so they must be short; `then` chains a transformation.
+I/O thread), so they must be short; `then` chains a transformation, and a future
+made with `settle` transforms its own result as it completes.
 """
 from __future__ import annotations
 
@@ -22,15 +23,26 @@ class InvalidStateError(RuntimeError):
 
 
 _PENDING = object()
+_SETTLED = object()  # a future's `settle` once a completion has claimed it
 K = TypeVar("K")
 
 
+Settle = Callable[[Any, Optional[BaseException]], Any]
+
+
 class Future:
-    """A single-assignment result with blocking wait and completion callbacks."""
+    """A single-assignment result with blocking wait and completion callbacks.
 
-    __slots__ = ("_lock", "_result", "_exception", "_callbacks", "_waiters", "__weakref__")
+    With `settle`, the future holds `settle(result, exception)` of what completes it,
+    or the exception that call raises: a transformation of the result without a
+    second future (`then` makes one).
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_lock", "_result", "_exception", "_callbacks", "_waiters", "_settle",
+                 "__weakref__")
+
+    def __init__(self, settle: Optional[Settle] = None) -> None:
+        self._settle = settle
         self._lock = threading.Lock()
         self._result: Any = _PENDING
         self._exception: Optional[BaseException] = None
@@ -61,6 +73,16 @@ class Future:
         self._complete(None, exception)
 
     def _complete(self, result: Any, exception: Optional[BaseException]) -> None:
+        settle = self._settle
+        if settle is not None:
+            with self._lock:  # claimed once: a second completion must not settle again
+                settle, self._settle = self._settle, _SETTLED
+            if settle is _SETTLED:
+                raise InvalidStateError("future already completed")
+            try:
+                result, exception = settle(result, exception), None
+            except BaseException as exc:  # noqa: BLE001 - what the future holds
+                result, exception = None, exc
         with self._lock:
             if self._callbacks is None:
                 raise InvalidStateError("future already completed")
