@@ -9,9 +9,10 @@ the processes of one machine.
 from __future__ import annotations
 
 import multiprocessing as mp
+import statistics
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from benchmarks._procs import server_process
 
@@ -150,7 +151,7 @@ def wake_storm(kind: str, port: int, processes: int, threads: int) -> float:
 def _barrier_member(ready: Any, kind: str, port: int, size: int, rounds: int) -> None:
     """Wait for "start", then pass `rounds` barriers back to back, each an add + wait as
     `actors.rpc.world.barrier` does (kind "quorum": our store's quorum round, one request
-    per member); report (arrived, released) of each."""
+    per member); report (arrived, released, CPU seconds of this process) of each."""
     import os
 
     os.environ.setdefault("ACTORGRAD_LOG_LEVEL", "warning")
@@ -159,20 +160,23 @@ def _barrier_member(ready: Any, kind: str, port: int, size: int, rounds: int) ->
     client.wait(["start"])
     times = []
     for round_ in range(rounds):
-        arrived = time.perf_counter()
+        cpu, arrived = time.process_time(), time.perf_counter()
         if kind == "quorum":
             client.quorum(f"round/{round_}", str(os.getpid()), count=size, timeout=120)
         else:
             if client.add(f"arrived/{round_}", 1) == size:
                 client.set(f"open/{round_}", b"1")
             client.wait([f"open/{round_}"])
-        times.append((arrived, time.perf_counter()))
+        times.append((arrived, time.perf_counter(), time.process_time() - cpu))
     ready.put(times)
 
 
-def barrier(kind: str, port: int, size: int, rounds: int = 5) -> float:
-    """Milliseconds from the last arrival at a barrier of `size` processes until the
-    last of them is released: the median of `rounds` barriers in a row."""
+Rounds = List[List[Tuple[float, float, float]]]
+
+
+def barrier_rounds(kind: str, port: int, size: int, rounds: int = 5) -> Rounds:
+    """`rounds` barriers in a row of `size` processes: each member's (arrived, released,
+    CPU seconds of its process) in each round."""
     ctx = mp.get_context("spawn")
     ready = ctx.Queue()
     procs = [ctx.Process(target=_barrier_member, args=(ready, kind, port, size, rounds),
@@ -183,12 +187,28 @@ def barrier(kind: str, port: int, size: int, rounds: int = 5) -> float:
         store = open_client("ours" if kind == "quorum" else kind, port)
         _until(lambda: store.add("joined", 0) >= size, 600)
         store.set("start", b"1")
-        members = [ready.get(timeout=120) for _ in procs]
-        spans = sorted(max(m[r][1] for m in members) - max(m[r][0] for m in members)
-                       for r in range(rounds))
-        return round(spans[rounds // 2] * 1e3, 2)
+        return [ready.get(timeout=120) for _ in procs]
     finally:
         _end(procs)
+
+
+def released_ms(members: Rounds) -> float:
+    """Milliseconds from the last arrival at a barrier until the last member is
+    released: the median over the rounds."""
+    spans = [max(m[r][1] for m in members) - max(m[r][0] for m in members)
+             for r in range(len(members[0]))]
+    return round(statistics.median(spans) * 1e3, 2)
+
+
+def member_cpu_us(members: Rounds) -> float:
+    """The CPU one member's process spends on one round (µs, median over members and
+    rounds): with every member on a few cores, the round's time is about their sum."""
+    return round(statistics.median(cpu for m in members for _, _, cpu in m) * 1e6, 1)
+
+
+def barrier(kind: str, port: int, size: int, rounds: int = 5) -> float:
+    """`released_ms` of `rounds` barriers in a row of `size` processes."""
+    return released_ms(barrier_rounds(kind, port, size, rounds))
 
 
 # ---- all of it, for one system ------------------------------------------------------------------

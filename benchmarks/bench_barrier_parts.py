@@ -6,11 +6,13 @@ rounds):
 - ``release``: the server answers every parked member (encode, ROUTER send);
 - ``after_release``: release done → the last member returns (the members' wake-up);
 - ``total``: last arrival → last released, as `benchmarks._store_crowds.barrier`;
-- ``raw_total``: the same span of the same rounds through raw pyzmq, the floor of a
+- ``member_cpu_us``: the CPU (µs, all threads) one member's process spends on one
+  round; with every member on a few cores, the round's time is about their sum;
+- ``raw_total``, ``raw_member_cpu_us``: the same through raw pyzmq, the floor of a
   round of one message per member and one release over ZeroMQ: one Python thread on
   a ROUTER that answers every member at the last arrival, members on a DEALER each;
-- ``torch_total``: the same span through torch's TCPStore (an ``add``, then a ``wait``
-  for the key the last member sets), when torch is importable.
+- ``torch_total``, ``torch_member_cpu_us``: the same through torch's TCPStore (an
+  ``add``, then a ``wait`` for the key the last member sets), when torch is importable.
 
 `time.perf_counter` is CLOCK_MONOTONIC, comparable across the processes of one host.
 Usage: ``python benchmarks/bench_barrier_parts.py [--size 64] [--rounds 5]``.
@@ -30,8 +32,8 @@ from typing import Any, Dict, List
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._procs import server_process  # noqa: E402
-from benchmarks._store_crowds import (_barrier_member, _end, _until, barrier,  # noqa: E402
-                                      open_client)
+from benchmarks._store_crowds import (Rounds, _end, barrier_rounds,  # noqa: E402
+                                      member_cpu_us, released_ms)
 from benchmarks.bench_store import _torch_server  # noqa: E402
 
 
@@ -65,21 +67,8 @@ def _timed_server(ready: Any, log_path: str) -> None:
 def parts(size: int, rounds: int) -> Dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         log_path = os.path.join(folder, "releases.jsonl")
-        ctx = mp.get_context("spawn")
         with server_process(_timed_server, log_path) as port:
-            ready = ctx.Queue()
-            procs = [ctx.Process(target=_barrier_member,
-                                 args=(ready, "quorum", port, size, rounds), daemon=True)
-                     for _ in range(size)]
-            for proc in procs:
-                proc.start()
-            try:
-                store = open_client("ours", port)
-                _until(lambda: store.add("joined", 0) >= size, 600)
-                store.set("start", b"1")
-                members = [ready.get(timeout=120) for _ in procs]
-            finally:
-                _end(procs)
+            members = barrier_rounds("quorum", port, size, rounds)
         with open(log_path) as log:
             server = {row[0]: row[1:] for row in map(json.loads, log)}
     spans: List[Dict[str, float]] = []
@@ -89,7 +78,8 @@ def parts(size: int, rounds: int) -> Dict[str, float]:
         handled, start, end = server[f"round/{r}"]
         spans.append({"total": released - arrived, "to_last_handled": handled - arrived,
                       "release": end - start, "after_release": released - end})
-    return {k: round(statistics.median(s[k] for s in spans) * 1e3, 2) for k in spans[0]}
+    return {**{k: round(statistics.median(s[k] for s in spans) * 1e3, 2) for k in spans[0]},
+            "member_cpu_us": member_cpu_us(members)}
 
 
 def _raw_quorum_server(ready: Any) -> None:
@@ -119,16 +109,15 @@ def _raw_member(ready: Any, port: int, size: int, rounds: int) -> None:
     dealer.recv()
     times = []
     for round_ in range(rounds):
-        arrived = time.perf_counter()
+        cpu, arrived = time.process_time(), time.perf_counter()
         dealer.send_multipart([b"round/%d" % round_, count])
         dealer.recv()
-        times.append((arrived, time.perf_counter()))
+        times.append((arrived, time.perf_counter(), time.process_time() - cpu))
     ready.put(times)
 
 
-def raw_total(size: int, rounds: int) -> float:
-    """Milliseconds from the last arrival to the last release through raw pyzmq: the
-    median of `rounds` rounds in a row."""
+def raw_rounds(size: int, rounds: int) -> Rounds:
+    """`rounds` rounds in a row through raw pyzmq, as `barrier_rounds`."""
     ctx = mp.get_context("spawn")
     with server_process(_raw_quorum_server) as port:
         ready = ctx.Queue()
@@ -137,12 +126,9 @@ def raw_total(size: int, rounds: int) -> float:
         for proc in procs:
             proc.start()
         try:
-            members = [ready.get(timeout=120) for _ in procs]
+            return [ready.get(timeout=120) for _ in procs]
         finally:
             _end(procs)
-    return round(statistics.median(
-        max(m[r][1] for m in members) - max(m[r][0] for m in members)
-        for r in range(rounds)) * 1e3, 2)
 
 
 def main() -> int:
@@ -150,15 +136,17 @@ def main() -> int:
     parser.add_argument("--size", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    raw = raw_rounds(args.size, args.rounds)
     figures = {"size": args.size, **parts(args.size, args.rounds),
-               "raw_total": raw_total(args.size, args.rounds)}
+               "raw_total": released_ms(raw), "raw_member_cpu_us": member_cpu_us(raw)}
     try:
         import torch.distributed  # noqa: F401
     except ImportError:
         pass
     else:
         with server_process(_torch_server) as port:
-            figures["torch_total"] = barrier("torch", port, args.size, args.rounds)
+            torch = barrier_rounds("torch", port, args.size, args.rounds)
+        figures.update(torch_total=released_ms(torch), torch_member_cpu_us=member_cpu_us(torch))
     print(json.dumps(figures))
     return 0
 
