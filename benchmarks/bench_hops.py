@@ -11,9 +11,10 @@ package docstring lists the hops of each path). Measured side by side in one run
 - ``all_reduce_4kib_2_ranks_us``: one exchange, 3 hops each way, rank 0's clock.
 ``us_per_hop`` divides each path by its hops. ``cpu_us_per_call`` is the CPU time (all
 threads, user and system) that the caller's and the callee's processes spend per
-round trip, raw pyzmq and ``rpc_sync`` as users: what separates the two is the work
-on each side, whatever the wake-ups cost. Wake-ups on a VM come and go, so the
-whole set runs `--rounds` times in turn and each figure is the median of its rounds.
+round trip, raw pyzmq, ``rpc_sync`` and the one ``rpc_async`` as users: what
+separates them is the work on each side, whatever the wake-ups cost. Wake-ups on a
+VM come and go, so the whole set runs `--rounds` times in turn and each figure is
+the median of its rounds.
 Prints one JSON line. Usage: ``python benchmarks/bench_hops.py [--calls N] [--rounds R]``.
 """
 from __future__ import annotations
@@ -131,11 +132,14 @@ def rpc(calls: int) -> Dict[str, float]:
         def call() -> None:
             actors.rpc_sync("worker1", echo_main, args=(1,))
 
+        def call_async() -> None:
+            actors.rpc_async("worker1", echo_main, args=(1,)).wait()
+
         try:
             return {"rpc_sync_us": _median_us(call, calls),
                     "rpc_sync_cpu_us_per_call": _cpu_us_per_call(call, calls),
-                    "rpc_async_one_us": _median_us(
-                        lambda: actors.rpc_async("worker1", echo_main, args=(1,)).wait(), calls)}
+                    "rpc_async_one_us": _median_us(call_async, calls),
+                    "rpc_async_one_cpu_us_per_call": _cpu_us_per_call(call_async, calls)}
         finally:
             actors.shutdown()
 
@@ -184,7 +188,8 @@ def main() -> None:
     medians = {name: statistics.median(r[name] for r in rounds) for name in HOPS}
     per_hop = {name: round(value / HOPS[name], 1) for name, value in medians.items()}
     cpu = {path: {side: statistics.median(r[f"{path}_cpu_us_per_call"][side] for r in rounds)
-                  for side in ("caller", "callee")} for path in ("raw", "rpc_sync")}
+                  for side in ("caller", "callee")}
+           for path in ("raw", "rpc_sync", "rpc_async_one")}
     print(json.dumps({"workload": "hops", "calls": args.calls, "rounds": rounds,
                       "median": medians, "hops": HOPS, "us_per_hop": per_hop,
                       "cpu_us_per_call": cpu}))
