@@ -1,10 +1,13 @@
-"""Helpers the benchmarks share: start a server in a spawned process, and take medians."""
+"""Helpers the benchmarks share: start a server in a spawned process, take medians,
+and read the CPU time of this process's threads."""
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import statistics
+import threading
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 
 @contextmanager
@@ -74,3 +77,26 @@ def torch_worker(ready: Any, port: int) -> None:
     ready.put("up")
     rpc.init_rpc("worker1", rank=1, world_size=2)
     rpc.shutdown()
+
+
+def thread_ticks(kind_of: Callable[[str], Optional[str]]) -> Dict[str, int]:
+    """CPU clock ticks (user and system) of this process's threads by kind: "calling"
+    (this thread), "libzmq_io", `kind_of(thread name)` when it names one, else "other"."""
+    names = {thread.native_id: thread.name for thread in threading.enumerate()}
+    ticks: Dict[str, int] = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/self/task/{tid}/comm") as comm:
+                os_name = comm.read().strip()
+        except FileNotFoundError:  # ended meanwhile
+            continue
+        if int(tid) == threading.get_native_id():
+            kind = "calling"
+        elif os_name.startswith("ZMQbg"):
+            kind = "libzmq_io"
+        else:
+            kind = kind_of(names.get(int(tid), os_name)) or "other"
+        ticks[kind] = ticks.get(kind, 0) + int(fields[11]) + int(fields[12])
+    return ticks

@@ -14,40 +14,20 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 from typing import Any, Dict
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks._procs import thread_ticks  # noqa: E402
 from benchmarks.bench_collectives import run  # noqa: E402
 
 CALLS = 3000
 
 
 def _thread_ticks() -> Dict[str, int]:
-    """CPU clock ticks of each of this process's threads, by the kind of thread."""
-    names = {thread.native_id: thread.name for thread in threading.enumerate()}
-    ticks: Dict[str, int] = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{tid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/self/task/{tid}/comm") as comm:
-                os_name = comm.read().strip()
-        except FileNotFoundError:  # ended meanwhile
-            continue
-        name = names.get(int(tid), os_name)
-        if int(tid) == threading.get_native_id():
-            kind = "calling"
-        elif os_name.startswith("ZMQbg"):
-            kind = "libzmq_io"
-        elif name.startswith("pg-") and name.endswith("-io"):
-            kind = "transport_io"
-        else:
-            kind = "other"
-        ticks[kind] = ticks.get(kind, 0) + int(fields[11]) + int(fields[12])
-    return ticks
+    return thread_ticks(lambda name: "transport_io"
+                        if name.startswith("pg-") and name.endswith("-io") else None)
 
 
 def _back_to_back(system: Any, call: Any, calls: int) -> Dict[str, Any]:

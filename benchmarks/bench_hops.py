@@ -12,7 +12,10 @@ package docstring lists the hops of each path). Measured side by side in one run
 ``us_per_hop`` divides each path by its hops. ``cpu_us_per_call`` is the CPU time (all
 threads, user and system) that the caller's and the callee's processes spend per
 round trip, raw pyzmq, ``rpc_sync`` and the one ``rpc_async`` as users: what
-separates them is the work on each side, whatever the wake-ups cost. Wake-ups on a
+separates them is the work on each side, whatever the wake-ups cost.
+``rpc_async_window_cpu_us`` splits the CPU per call of ``rpc_async`` kept 64 in flight
+(W2, ten times `--calls`) by thread: the calling thread, the worker's I/O thread,
+libzmq's, the others (the store's), and the callee process whole. Wake-ups on a
 VM come and go, so the whole set runs `--rounds` times in turn and each figure is
 the median of its rounds.
 Prints one JSON line. Usage: ``python benchmarks/bench_hops.py [--calls N] [--rounds R]``.
@@ -27,11 +30,11 @@ import statistics
 import sys
 import threading
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks._procs import free_port, server_process  # noqa: E402
+from benchmarks._procs import free_port, server_process, thread_ticks  # noqa: E402
 from benchmarks.bench_rpc import _as_users_worker, _raw_server, echo_main  # noqa: E402
 
 HOPS = {"raw_pyzmq_rt_us": 6, "thread_handoff_rt_us": 2, "rpc_sync_us": 6,
@@ -139,9 +142,34 @@ def rpc(calls: int) -> Dict[str, float]:
             return {"rpc_sync_us": _median_us(call, calls),
                     "rpc_sync_cpu_us_per_call": _cpu_us_per_call(call, calls),
                     "rpc_async_one_us": _median_us(call_async, calls),
-                    "rpc_async_one_cpu_us_per_call": _cpu_us_per_call(call_async, calls)}
+                    "rpc_async_one_cpu_us_per_call": _cpu_us_per_call(call_async, calls),
+                    "rpc_async_window_cpu_us": _window_cpu_us(10 * calls)}
         finally:
             actors.shutdown()
+
+
+def _window_cpu_us(calls: int, window: int = 64) -> Dict[str, float]:
+    """CPU µs per call of `rpc_async` calls kept `window` in flight, by thread of this
+    process, and of the callee process."""
+    import multiprocessing as mp
+
+    import actors
+
+    callee = mp.active_children()[-1].pid
+    per_call = 1e6 / os.sysconf("SC_CLK_TCK") / (calls // window * window)
+    mine, theirs = thread_ticks(_actor_io), _process_cpu_s(callee)
+    for _ in range(calls // window):
+        for future in [actors.rpc_async("worker1", echo_main, args=(1,))
+                       for _ in range(window)]:
+            future.wait()
+    now = thread_ticks(_actor_io)
+    cpu = {kind: round((now[kind] - mine.get(kind, 0)) * per_call, 1) for kind in now}
+    cpu["callee"] = round((_process_cpu_s(callee) - theirs) * 1e6 / (calls // window * window), 1)
+    return cpu
+
+
+def _actor_io(name: str) -> Optional[str]:
+    return "actor_io" if name == "worker0-io" else None
 
 
 def _rank1(ready: Any, port: int, calls: int) -> None:
@@ -190,6 +218,9 @@ def main() -> None:
     cpu = {path: {side: statistics.median(r[f"{path}_cpu_us_per_call"][side] for r in rounds)
                   for side in ("caller", "callee")}
            for path in ("raw", "rpc_sync", "rpc_async_one")}
+    cpu["rpc_async_window"] = {kind: statistics.median(r["rpc_async_window_cpu_us"].get(kind, 0)
+                                                       for r in rounds)
+                               for kind in rounds[0]["rpc_async_window_cpu_us"]}
     print(json.dumps({"workload": "hops", "calls": args.calls, "rounds": rounds,
                       "median": medians, "hops": HOPS, "us_per_hop": per_hop,
                       "cpu_us_per_call": cpu}))

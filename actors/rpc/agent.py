@@ -19,7 +19,7 @@ import zmq
 from actors.runtime import (Actor, ActorError, Future, Kind, PeerLostError,
                             SafeModeError)
 from actors.runtime.io.channel import Channel
-from actors.runtime.concurrency.futures import Settle, failed
+from actors.runtime.concurrency.futures import failed
 from actors.runtime.introspection import status
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol import shared_buffers
@@ -168,8 +168,8 @@ class RpcAgent(Callee):
         kind = Kind.RPC_CALL
         if remote is not None:
             kind, payload = Kind.RPC_REMOTE, payload + remote
-        return self._request(info, kind, payload, timeout, lambda value, exc: self._response(
-            *self._settled(value, exc, info), info, meta))
+        return self._request(info, kind, payload, timeout,
+                             lambda reply: self._response(*reply, info, meta))
 
     def call_sync(self, to: Destination, fn: Callable, args: tuple, kwargs: dict,
                   timeout: Optional[float]) -> Any:
@@ -204,8 +204,7 @@ class RpcAgent(Callee):
             info = self._peer(to)
         except WorkerLostError as exc:
             return failed(exc)
-        return self._request(info, kind, (self.rank, payload), timeout,
-                             lambda value, exc: self._settled(value, exc, info))
+        return self._request(info, kind, (self.rank, payload), timeout)
 
     def notify_service(self, to: Destination, kind: int, payload: Any) -> None:
         try:
@@ -231,22 +230,30 @@ class RpcAgent(Callee):
             raise WorkerLostError(info.name, "the worker was lost earlier")
         return info
 
-    def _request(self, info: WorkerInfo, kind: int, payload: Any,
-                 timeout: Optional[float], settle: Settle) -> Future:
-        """Send a request through the I/O thread; `settle` (which calls `_settled`)
-        makes the future's value of the reply."""
+    def _request(self, info: WorkerInfo, kind: int, payload: Any, timeout: Optional[float],
+                 then: Optional[Callable[[Any], Any]] = None) -> Future:
+        """Send a request through the I/O thread. The future holds the reply's payload
+        (`then(payload)` when given) or the error that ended the request, a lost
+        connection as WorkerLostError; the call counts as in flight until it does."""
+        def settle(value: Any, exc: Optional[BaseException]) -> Any:
+            value = self._settled(value, exc, info)
+            return value if then is None else then(value)
+
         seconds = self.timeout if timeout is None else timeout
-        with self._sending(info):
-            reply = self.actor.request(self.directory.address(info), kind, payload,
-                                       seconds or None,
-                                       same_host=self.directory.shares_host(info),
-                                       what=_called(kind, payload), settle=settle)
-        self._track(+1)
-        return reply
+        self._track(+1)  # before the reply can settle it, on the I/O thread
+        try:
+            with self._sending(info):
+                return self.actor.request(self.directory.address(info), kind, payload,
+                                          seconds or None,
+                                          same_host=self.directory.shares_host(info),
+                                          what=_called(kind, payload), settle=settle)
+        except BaseException:  # not sent, and never settled
+            self._track(-1)
+            raise
 
     def _settled(self, value: Any, exc: Optional[BaseException], peer: WorkerInfo) -> Any:
         """The reply of a `_request` (or the error that ended it), with a lost
-        connection as WorkerLostError."""
+        connection as WorkerLostError; the call is no longer in flight."""
         self._track(-1)
         if isinstance(exc, PeerLostError):
             raise WorkerLostError(peer.name, exc.reason) from None

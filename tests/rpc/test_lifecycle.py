@@ -1,10 +1,12 @@
 """Joining, leaving and losing workers."""
+import threading
 import time
 
 import pytest
 
 import actors
 from actors.rpc import RpcInitError, RpcNotInitializedError, WorkerLostError
+from actors.rpc.state import current_agent
 from tests import limits
 from tests.limits import within
 from tests.net import free_port
@@ -41,6 +43,33 @@ def test_a_call_to_a_worker_killed_before_this_worker_ever_reached_it_fails_prom
             actors.rpc_async("worker2", workers.add, args=(1, 1), timeout=60).wait(10)
         within(started, limits.NOTHING_LISTENS, "nothing listens")
         assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
+
+
+def test_calls_count_as_in_flight_until_their_futures_hold_the_reply_from_any_thread():
+    """What a graceful shutdown waits for: the count of calls in flight, which a reply
+    settles on the I/O thread while other threads are still sending."""
+    with rpc_world(2):
+        agent, errors = current_agent(), []
+
+        def call_in_windows():
+            try:
+                for _ in range(40):
+                    futures = [actors.rpc_async("worker1", workers.add, args=(1, i))
+                               for i in range(8)]
+                    assert [future.wait(30) for future in futures] == list(range(1, 9))
+            except Exception as exc:  # noqa: BLE001 - reported by the test
+                errors.append(exc)
+
+        threads = [threading.Thread(target=call_in_windows) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+        assert not errors and not any(thread.is_alive() for thread in threads)
+        assert agent.wait_idle(0)
+        slow = actors.rpc_async("worker1", workers.sleep_then, args=(0.3, "finished"))
+        assert not agent.wait_idle(0)
+        assert slow.wait(10) == "finished" and agent.wait_idle(0)
 
 
 @pytest.mark.slow

@@ -126,27 +126,41 @@ def test_settle_makes_what_the_future_holds_from_a_result_or_an_error():
     assert seen == [(21, None), (None, error), (None, None)]
 
 
+def _complete_from_two_threads() -> None:
+    runs, refused = [], []
+    future = Future(lambda result, exception: runs.append(result) or result)
+    start = threading.Barrier(2)
+
+    def complete(value):
+        start.wait(5)
+        try:
+            future.set_result(value)
+        except InvalidStateError:
+            refused.append(value)
+
+    threads = [threading.Thread(target=complete, args=(v,)) for v in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert len(runs) == 1 and len(refused) == 1
+    assert future.value() == runs[0] and refused[0] != runs[0]
+
+
 def test_settle_runs_once_when_two_threads_complete_the_future_at_once():
     for _ in range(200):
-        runs = []
-        future = Future(lambda result, exception: runs.append(result) or result)
-        start = threading.Barrier(2)
-        refused = []
+        _complete_from_two_threads()
 
-        def complete(value):
-            start.wait(5)
-            try:
-                future.set_result(value)
-            except InvalidStateError:
-                refused.append(value)
 
-        threads = [threading.Thread(target=complete, args=(v,)) for v in (1, 2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(5)
-        assert len(runs) == 1 and len(refused) == 1
-        assert future.value() == runs[0] and refused[0] != runs[0]
+def test_settle_that_raises_a_base_exception_leaves_it_in_the_future():
+    def interrupted(result, exception):
+        raise KeyboardInterrupt
+
+    future = Future(interrupted)
+    future.set_result(1)
+    assert isinstance(future.exception(), KeyboardInterrupt)
+    with pytest.raises(KeyboardInterrupt):
+        future.wait(1)
 
 
 def test_wait_all_returns_values_in_order_and_raises_the_first_error():

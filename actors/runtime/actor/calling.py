@@ -45,7 +45,9 @@ class Calling:
         buffers may go through shared memory both ways (`protocol.shared_buffers`).
         `what` names what the request calls, in `requests_in_flight` and in the
         flight recorder (default: nothing). `settle(payload, exception)` makes what the
-        future holds of the reply (see `Future`); it runs on the I/O thread.
+        future holds of the reply, or of the error that ends the request (see
+        `Future`); it runs once, on the thread that ends it: the I/O thread, or the one
+        that stops the actor. When this raises, the future was never completed.
         """
         if self._stopped:
             raise ActorStoppedError(f"actor {self.name} is stopped")
@@ -64,9 +66,10 @@ class Calling:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline,
                                     message=frames)
         except ActorStoppedError:
-            self._peers.forget(req_id)
             envelope.discard(frames)
-            raise
+            if self._peers.forget(req_id) is not None:
+                raise
+            # The stop failed the request already, and its future (settled) says so.
         return future
 
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:

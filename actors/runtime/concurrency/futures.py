@@ -34,8 +34,10 @@ class Future:
     """A single-assignment result with blocking wait and completion callbacks.
 
     With `settle`, the future holds `settle(result, exception)` of what completes it,
-    or the exception that call raises: a transformation of the result without a
-    second future (`then` makes one).
+    or whatever that call raises (any BaseException): a transformation of the result
+    without a second future (`then` makes one). It runs once, on the completing
+    thread, before the future is done, its waiters wake or its callbacks run; a
+    completion racing it gets InvalidStateError.
     """
 
     __slots__ = ("_lock", "_result", "_exception", "_callbacks", "_waiters", "_settle",
