@@ -156,16 +156,17 @@ def _window_cpu_us(calls: int, window: int = 64) -> Dict[str, float]:
     import actors
 
     callee = mp.active_children()[-1].pid
-    per_call = 1e6 / os.sysconf("SC_CLK_TCK") / (calls // window * window)
+    windows = calls // window
     mine, theirs = thread_ticks(_actor_io), _process_cpu_s(callee)
-    for _ in range(calls // window):
+    for _ in range(windows):
         for future in [actors.rpc_async("worker1", echo_main, args=(1,))
                        for _ in range(window)]:
             future.wait()
-    now = thread_ticks(_actor_io)
-    cpu = {kind: round((now[kind] - mine.get(kind, 0)) * per_call, 1) for kind in now}
-    cpu["callee"] = round((_process_cpu_s(callee) - theirs) * 1e6 / (calls // window * window), 1)
-    return cpu
+    now, callee_s = thread_ticks(_actor_io), _process_cpu_s(callee) - theirs
+    us_per_tick = 1e6 / os.sysconf("SC_CLK_TCK")
+    cpu = {kind: (now[kind] - mine.get(kind, 0)) * us_per_tick for kind in now}
+    cpu["callee"] = callee_s * 1e6
+    return {kind: round(us / (windows * window), 1) for kind, us in cpu.items()}
 
 
 def _actor_io(name: str) -> Optional[str]:

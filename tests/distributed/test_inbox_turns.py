@@ -56,13 +56,13 @@ def test_the_turn_passes_to_the_next_waiting_thread_when_the_reader_has_its_mess
         reading_inbox):
     inbox, send, actor, putters = reading_inbox
     first = Waiter(inbox, "a")
-    assert wait_until(lambda: actor.core._mailbox._turns.lent)
+    assert wait_until(lambda: peers.turn_on(actor))
     second = Waiter(inbox, "b")
     assert wait_until(lambda: inbox._sleepers == 1)  # it waits while the first reads
     send("a", 1)
     assert first.result() == 1
     # The second thread reads now: its message wakes nobody but itself.
-    assert wait_until(lambda: actor.core._mailbox._turns.lent)
+    assert wait_until(lambda: peers.turn_on(actor))
     send("b", 2)
     assert second.result() == 2
     assert putters == ["waiter-a", "waiter-b"]
@@ -71,7 +71,7 @@ def test_the_turn_passes_to_the_next_waiting_thread_when_the_reader_has_its_mess
 def test_a_lost_rank_reaches_a_thread_in_its_turn_at_once(reading_inbox):
     inbox, _, actor, _ = reading_inbox
     waiter = Waiter(inbox, "a")
-    assert wait_until(lambda: actor.core._mailbox._turns.lent)
+    assert wait_until(lambda: peers.turn_on(actor))
     start = time.monotonic()
     inbox.lose(0, "its connection dropped")
     assert isinstance(waiter.result(), RankLostError)

@@ -21,6 +21,11 @@ class Unpicklable:
         raise TypeError("this object refuses to be pickled")
 
 
+def turn_on(actor: Actor) -> bool:
+    """Whether a thread reads `actor`'s mailbox in its turn now (asked without taking one)."""
+    return actor.core._mailbox._turns.lent
+
+
 class Handled:
     """Each payload a server's inline handler took, in mailbox order, and the name of
     the thread it ran on."""

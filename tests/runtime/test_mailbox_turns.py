@@ -36,11 +36,6 @@ class Reader:
         assert not self._thread.is_alive()
 
 
-def turn_on(actor: Actor) -> bool:
-    """Whether a thread reads `actor`'s mailbox in its turn now (asked without taking one)."""
-    return actor.core._mailbox._turns.lent
-
-
 def test_a_reading_thread_dispatches_requests_itself_and_the_io_thread_takes_over_after():
     dispatched = peers.Handled()
     with Actor(name="turns") as server, Actor(None, name="client") as client:
@@ -102,7 +97,7 @@ def test_only_one_thread_reads_at_a_time_and_an_interrupt_ends_its_sleep_at_once
         start = time.monotonic()
         first.start()
         # While the first thread sleeps in its turn, another is told to wait its usual way.
-        assert wait_until(lambda: turn_on(server))
+        assert wait_until(lambda: peers.turn_on(server))
         assert server.read_mailbox_here(0) is False
         server.interrupt_mailbox_reading()
         first.join(10)
@@ -115,7 +110,7 @@ def test_stopping_the_actor_ends_a_reading_thread_and_later_turns_are_refused():
     reading = threading.Thread(target=lambda: outcome.append(server.read_mailbox_here(30)))
     reading.start()
     try:
-        assert wait_until(lambda: turn_on(server))
+        assert wait_until(lambda: peers.turn_on(server))
         server.stop()
         reading.join(10)
         assert not reading.is_alive() and outcome == [True]

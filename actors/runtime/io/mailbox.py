@@ -97,7 +97,6 @@ class Mailbox:
         self._by_fd: Dict[int, zmq.Socket] = {}  # notification descriptor -> own socket
         self._unread: Set[zmq.Socket] = set()  # own sockets to read before sleeping
         self._turns: Optional[RouterTurns] = None  # the ROUTER's reading, if this thread reads it
-        self._on_request: Optional[Callable[[bytes, list], None]] = None
         self._sender_monitor: Optional[zmq.Socket] = None
         self._watched: Dict[zmq.Socket, Callable[[int], None]] = {}  # attached sockets
         self._on_senders_lost: Optional[Callable[[int], None]] = None
@@ -119,7 +118,6 @@ class Mailbox:
         """Make this thread the reader of `router`, but during a waiting thread's turn
         (`read_here`): ``on_request(identity, frames)`` for each request, on the thread
         that took it."""
-        self._on_request = on_request
         self._turns = RouterTurns(router, lambda *request: self._dispatch(on_request, *request),
                                   self._wake.wake)
         router.set_reader(lambda: self._turns.reads_here(self.in_io_thread()),
@@ -303,7 +301,8 @@ class Mailbox:
         try:
             while not self._stopping:
                 # Requests may wait with the descriptor quiet: take them first.
-                more = turns is not None and turns.io_reads() and self._drain_router(router_woke)
+                more = turns is not None and turns.io_reads() and \
+                    turns.drain(router_woke) == RECV_BATCH
                 router_woke = False
                 if self._unread:
                     self._read_unread()
@@ -329,10 +328,6 @@ class Mailbox:
         timer = self._timers.sleep_ms()
         recheck = None if self._turns is None else self._turns.recheck_ms()
         return timer if recheck is None else recheck if timer is None else min(timer, recheck)
-
-    def _drain_router(self, woken: bool) -> bool:
-        """Dispatch waiting requests, a batch at most; True if more are waiting."""
-        return self._turns.drain(woken) == RECV_BATCH
 
     def _read_unread(self) -> None:
         for sock in list(self._unread):
@@ -393,8 +388,8 @@ class Mailbox:
     def announce_lost(self, address: str, reason: str) -> None:
         """Tell the actor that the peer table found `address` lost; I/O thread only."""
         # What the peer delivered before it went is handed up before its loss.
-        while self._turns is not None and self._drain_router(False):
-            pass
+        if self._turns is not None:
+            self._turns.drain_all()
         log.info("peer_lost", actor=self.name, peer=address, reason=reason)
         self._dispatch(self._on_peer_lost, address, reason)
 

@@ -87,6 +87,16 @@ class RouterTurns:
                 take = router.take
         return taken
 
+    def drain_all(self, woken: bool = False) -> int:
+        """`drain` until no request waits; how many it dispatched. Any thread."""
+        taken = 0
+        while True:
+            batch = self.drain(woken)
+            taken += batch
+            if batch < RECV_BATCH:
+                return taken
+            woken = False
+
     # ---- a waiting thread -----------------------------------------------------------
 
     def read_here(self, timeout: Optional[float]) -> bool:
@@ -105,23 +115,14 @@ class RouterTurns:
                 self._interest.modify(self._router.fd, 0)
                 self._wake_io()  # it may sleep without a bound: from now on it may not
             try:
-                if not self._take_all(False):
-                    self._take_all(self._sleep_until_ready(timeout))
+                if not self.drain_all():
+                    self.drain_all(self._sleep_until_ready(timeout))
             finally:
                 self.lent = False
                 self._ended = time.monotonic()
             return True
         finally:
             self._turn.release()
-
-    def _take_all(self, woken: bool) -> int:
-        taken = 0
-        while True:
-            batch = self.drain(woken)
-            taken += batch
-            if batch < RECV_BATCH:
-                return taken
-            woken = False
 
     def _sleep_until_ready(self, timeout: Optional[float]) -> bool:
         """Sleep until a request, an interrupt or `timeout`; True if a request came."""
