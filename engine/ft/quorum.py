@@ -30,7 +30,7 @@ class Arrival:
 
     @staticmethod
     def decode(data: bytes) -> "Arrival":
-        fields = json.loads(data)
+        fields = json.loads(data.decode())  # text: bytes make json guess the encoding
         return Arrival(int(fields["step"]), str(fields["incarnation"]))
 
 

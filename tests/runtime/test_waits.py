@@ -55,6 +55,21 @@ def test_bad_settings_fall_back_to_the_defaults(monkeypatch):
     assert (wait.after, wait.every) == (10.0, 30.0)
 
 
+def test_the_schedule_is_read_when_the_wait_first_asks_for_it(monkeypatch):
+    # Waits start on every store quorum and every step's arrival, and most end before
+    # they ask: the settings are read then, so the schedule is the one in force then.
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "10")
+    clock = Clock()
+    wait = SlowWait(lambda: "store quorum 'c/3'", clock=clock)
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "1")
+    clock.now += 1.5
+    with structlog.testing.capture_logs() as logs:
+        assert wait.tick()
+    assert [e["event"] for e in logs] == ["store quorum 'c/3' for 1.5 s"]
+    monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "100")  # read once per wait
+    assert wait.after == 1.0
+
+
 def test_a_wait_inside_an_entered_one_stays_silent(monkeypatch):
     monkeypatch.setenv("ACTORGRAD_WAIT_WARN_AFTER", "1")
     clock = Clock()

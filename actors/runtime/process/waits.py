@@ -22,7 +22,7 @@ import math
 import os
 import threading
 import time
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Tuple
 
 from actors.runtime.process.log import get_logger
 
@@ -76,7 +76,8 @@ class SlowWait:
     ranks have delivered, how many nodes joined); it returns text, or an object whose
     `str` is the text. `since` is the wait's start on the monotonic clock (default:
     now). A wait made inside an entered one on the same thread is `silent`: it never
-    reports and never asks its loop to wake (`next_in` is infinite).
+    reports and never asks its loop to wake (`next_in` is infinite). The schedule
+    (`after`, `every`) is read from the environment when the wait first needs it.
     """
 
     def __init__(self, what: Callable[[], Any], since: Optional[float] = None,
@@ -84,11 +85,28 @@ class SlowWait:
         self._what = what
         self._clock = clock
         self.since = clock() if since is None else since
-        self.after = first_report_after()
-        self.every = _seconds(EVERY_VARIABLE, DEFAULT_EVERY)
+        self._schedule: Optional[Tuple[float, float]] = None  # (after, every), read when needed
         self.reports = 0
         self.silent = getattr(_thread, "depth", 0) > 0
         self._report: Optional[Report] = getattr(_thread, "report", None)
+
+    @property
+    def after(self) -> float:
+        """Seconds into the wait of the first report."""
+        return self._due()[0]
+
+    @property
+    def every(self) -> float:
+        """Seconds between two later reports."""
+        return self._due()[1]
+
+    def _due(self) -> Tuple[float, float]:
+        # Read from the environment when the wait first asks, not when it starts: most
+        # waits end before they ask, and a wait starts on every store quorum and every
+        # step's arrival, where reading two variables would be a large share of its Python.
+        if self._schedule is None:
+            self._schedule = (first_report_after(), _seconds(EVERY_VARIABLE, DEFAULT_EVERY))
+        return self._schedule
 
     def __enter__(self) -> "SlowWait":
         _thread.depth = getattr(_thread, "depth", 0) + 1
@@ -101,13 +119,15 @@ class SlowWait:
         """Seconds until the next report is due (0 when it already is)."""
         if self.silent:
             return math.inf
-        due = self.since + when_due(self.reports, self.after, self.every)
+        due = self.since + when_due(self.reports, *self._due())
         return max(0.0, due - self._clock())
 
     def tick(self) -> bool:
         """Report if a report is due; True if it did."""
+        if self.silent:
+            return False
         elapsed = self._clock() - self.since
-        if self.silent or elapsed < when_due(self.reports, self.after, self.every):
+        if elapsed < when_due(self.reports, *self._due()):
             return False
         self.reports += 1
         try:
