@@ -126,16 +126,15 @@ class Transport:
         if isinstance(data, np.ndarray) and data.nbytes >= INBAND_LIMIT:
             shared, rest = self._shared.write(ranks, data, self._share)
             if shared is not None:
-                payload = (key, call, shared)
-                for rank in ranks:
-                    if rank not in rest:
-                        self._actor.notify(self._addresses[rank], Kind.PG_DATA, payload)
+                self._actor.notify_many([self._addresses[rank] for rank in ranks
+                                         if rank not in rest], Kind.PG_DATA, (key, call, shared))
             if rest and not keep:
                 # Such a buffer leaves as its own frame, which may wait for the I/O
                 # thread, or, from 1 MiB, be read by ZeroMQ after the send returns.
                 data = data.copy()
-        for rank in rest:
-            self._actor.notify(self._addresses[rank], Kind.PG_DATA, (key, call, data))
+        if rest:
+            self._actor.notify_many([self._addresses[rank] for rank in rest], Kind.PG_DATA,
+                                    (key, call, data))
 
     def shares_memory(self, ranks: Sequence[int]) -> bool:
         """Whether every one of `ranks` runs on this host (shared memory may join them)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from time import monotonic_ns
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..concurrency.futures import Future, Settle, failed
 from ..errors import ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError
@@ -74,7 +74,15 @@ class Calling:
 
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:
         """Send a one-way message to `peer` (no reply, no future)."""
+        self._send_oneway(peer, kind, envelope.encode(kind, 0, payload, ONEWAY))
+
+    def notify_many(self, peers: Sequence[str], kind: int, payload: Any = None) -> None:
+        """`notify` each of `peers` in turn, the payload encoded once for all of them."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
+        for peer in peers:
+            self._send_oneway(peer, kind, frames)
+
+    def _send_oneway(self, peer: str, kind: int, frames: list) -> None:
         if RECORDING:
             record((monotonic_ns(), SENT, peer, kind, 0, message_bytes(frames), 0, None, None))
         self._mailbox.send_to_peer(peer, frames)
