@@ -74,18 +74,16 @@ class Calling:
 
     def notify(self, peer: str, kind: int, payload: Any = None) -> None:
         """Send a one-way message to `peer` (no reply, no future)."""
-        self._send_oneway(peer, kind, envelope.encode(kind, 0, payload, ONEWAY))
+        self.notify_many((peer,), kind, payload)
 
     def notify_many(self, peers: Sequence[str], kind: int, payload: Any = None) -> None:
-        """`notify` each of `peers` in turn, the payload encoded once for all of them."""
+        """`notify` each of `peers` in turn, the message encoded once for all of them."""
         frames = envelope.encode(kind, 0, payload, ONEWAY)
+        size = message_bytes(frames) if RECORDING else 0
         for peer in peers:
-            self._send_oneway(peer, kind, frames)
-
-    def _send_oneway(self, peer: str, kind: int, frames: list) -> None:
-        if RECORDING:
-            record((monotonic_ns(), SENT, peer, kind, 0, message_bytes(frames), 0, None, None))
-        self._mailbox.send_to_peer(peer, frames)
+            if RECORDING:
+                record((monotonic_ns(), SENT, peer, kind, 0, size, 0, None, None))
+            self._mailbox.send_to_peer(peer, frames)
 
     def requests_in_flight(self) -> List[Pending]:
         """The requests sent from here that wait for their replies (any thread)."""
