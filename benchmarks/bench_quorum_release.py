@@ -23,6 +23,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import queue
 import statistics
 import sys
 import time
@@ -60,6 +61,20 @@ def _member(ready: Any, port: int, rank: int, members: int, rounds: int, work: i
     ready.put(times)
 
 
+def _collect(ready: Any, procs: List[Any], deadline: float) -> List[Any]:
+    """Every member's times; RuntimeError as soon as a member ends without them."""
+    logs: List[Any] = []
+    while len(logs) < len(procs):
+        try:
+            logs.append(ready.get(timeout=1))
+        except queue.Empty:
+            failed = [proc.exitcode for proc in procs if proc.exitcode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                raise RuntimeError(f"members failed (exit codes {failed}) or took over "
+                                   f"300 s") from None
+    return logs
+
+
 def rounds_with(work: int, members: int, rounds: int) -> Dict[str, float]:
     """The medians of one setting of `work`, against a fresh server."""
     with server_process(_our_server) as port:
@@ -70,7 +85,7 @@ def rounds_with(work: int, members: int, rounds: int) -> Dict[str, float]:
         for proc in procs:
             proc.start()
         try:
-            logs = [ready.get(timeout=300) for _ in procs]
+            logs = _collect(ready, procs, time.monotonic() + 300)
         finally:
             for proc in procs:
                 proc.join(10)

@@ -126,15 +126,15 @@ class Transport:
         if isinstance(data, np.ndarray) and data.nbytes >= INBAND_LIMIT:
             shared, rest = self._shared.write(ranks, data, self._share)
             if shared is not None:
-                self._actor.notify_many([self._addresses[rank] for rank in ranks
-                                         if rank not in rest], Kind.PG_DATA, (key, call, shared))
+                readers = [self._addresses[rank] for rank in ranks if rank not in rest]
+                self._actor.notify_many(readers, Kind.PG_DATA, (key, call, shared))
             if rest and not keep:
                 # Such a buffer leaves as its own frame, which may wait for the I/O
                 # thread, or, from 1 MiB, be read by ZeroMQ after the send returns.
                 data = data.copy()
         if rest:
-            self._actor.notify_many([self._addresses[rank] for rank in rest], Kind.PG_DATA,
-                                    (key, call, data))
+            others = [self._addresses[rank] for rank in rest]
+            self._actor.notify_many(others, Kind.PG_DATA, (key, call, data))
 
     def shares_memory(self, ranks: Sequence[int]) -> bool:
         """Whether every one of `ranks` runs on this host (shared memory may join them)."""

@@ -77,7 +77,12 @@ class Calling:
         self.notify_many((peer,), kind, payload)
 
     def notify_many(self, peers: Sequence[str], kind: int, payload: Any = None) -> None:
-        """`notify` each of `peers` in turn, the message encoded once for all of them."""
+        """`notify` each of `peers` in turn, the message encoded once for all of them.
+
+        One-way messages lend no shared-memory blocks, so every peer can be sent the
+        same frames. As with `notify` in a loop, a send that raises ends the turn: the
+        peers after it are not sent the message.
+        """
         frames = envelope.encode(kind, 0, payload, ONEWAY)
         size = message_bytes(frames) if RECORDING else 0
         for peer in peers:

@@ -51,7 +51,6 @@ def _delegate(name: str) -> property:
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
               "report_lost", "on_push", "request", "notify", "notify_many", "reply",
               "reply_error", "push", "call_later", "call_soon", "close_soon", "attach",
-              "deliver_sent",
-              "serve_introspection", "requests_in_flight", "requests_being_served",
-              "read_mailbox_here", "interrupt_mailbox_reading"):
+              "deliver_sent", "serve_introspection", "requests_in_flight",
+              "requests_being_served", "read_mailbox_here", "interrupt_mailbox_reading"):
     setattr(Actor, _name, _delegate(_name))
