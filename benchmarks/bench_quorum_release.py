@@ -32,6 +32,7 @@ from typing import Any, Dict, List, Tuple
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks._procs import server_process  # noqa: E402
+from benchmarks._store_crowds import _end  # noqa: E402
 from benchmarks.bench_store import _our_server  # noqa: E402
 
 SKIP = 10  # rounds left out: start-up
@@ -87,10 +88,7 @@ def rounds_with(work: int, members: int, rounds: int) -> Dict[str, float]:
         try:
             logs = _collect(ready, procs, time.monotonic() + 300)
         finally:
-            for proc in procs:
-                proc.join(10)
-                if proc.is_alive():
-                    proc.kill()
+            _end(procs)
     kept = range(SKIP, rounds)
     arrivals = [[log[r][0] for log in logs] for r in kept]
     backs = [[log[r][1] for log in logs] for r in kept]
