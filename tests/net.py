@@ -21,6 +21,17 @@ def _connections_range() -> Tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+def bindable(port: int) -> bool:
+    """Whether a listener could bind 127.0.0.1:`port` now (SO_REUSEADDR, as ZeroMQ binds)."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now.
 

@@ -22,7 +22,6 @@ import gc
 import json
 import operator
 import os
-import socket
 import sys
 import threading
 import time
@@ -37,7 +36,7 @@ from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.threads import running_threads
 from store import TCPStore
 from tests.leftovers import open_fds, os_threads
-from tests.net import free_port
+from tests.net import bindable, free_port
 from tests.waiting import wait_until
 
 RESULT_PREFIX = "RESULT "
@@ -204,17 +203,6 @@ SCENARIOS: Dict[str, Round] = {
     "etcd_store": etcd_store,
     "etcd_rendezvous_handler": etcd_rendezvous_handler,
 }
-
-
-def bindable(port: int) -> bool:
-    """Whether a listener could bind 127.0.0.1:`port` now (SO_REUSEADDR, as ZeroMQ binds)."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def unbindable_after_wait(ports: Iterable[int]) -> List[int]:

@@ -9,6 +9,7 @@ from actors.runtime import (Actor, ActorStoppedError, AddressInUseError, Future,
                             PeerLostError, RequestTimeoutError, UnknownKindError)
 from tests import limits
 from tests.limits import within
+from tests.net import free_port
 from tests.runtime import peers
 from tests.waiting import run_in_threads
 
@@ -261,6 +262,12 @@ def test_port_zero_picks_a_free_port_and_a_taken_port_is_a_clear_error():
         assert first.port > 0 and first.address == f"tcp://127.0.0.1:{first.port}"
         with pytest.raises(AddressInUseError, match=f"127.0.0.1:{first.port} is already in use"):
             Actor(first.address, name="second")
+
+
+def test_a_stopped_actor_frees_its_port_at_once():
+    port = free_port()
+    for _ in range(40):  # one stop in twenty left it taken for a moment, unless waited for
+        Actor(f"tcp://127.0.0.1:{port}", name="again").start().stop()
 
 
 def test_an_actor_can_listen_on_an_ipc_path(tmp_path):

@@ -182,7 +182,7 @@ class ActorCore(Calling, Serving):
                                       subscribe, secure), True
         else:
             raise TypeError("attach takes a zmq.Socket, or an endpoint with socket_type")
-        attachment = Attachment(self, sock, on_message, owned, max_pending)
+        attachment = Attachment(self, sock, on_message, owned, max_pending, owned and bind)
         self._attachments.append(attachment)
         if self._started:
             self._mailbox.call_soon(attachment.start)

@@ -21,7 +21,7 @@ from ..errors import ProtocolError, UnknownKindError
 from ..process.log import get_logger
 from ..protocol import ERROR, JSON, PUSH, RESPONSE, Kind, envelope, kind_name
 from ..io.context import process_context
-from ..io.sockets import NOBLOCK, new_socket, recv_frames, send_frames
+from ..io.sockets import NOBLOCK, close_releasing, new_socket, recv_frames, send_frames
 from .recorder import TRAFFIC, recording
 from .stacks import thread_stacks
 from .status import endpoints, identity, process_status
@@ -95,4 +95,4 @@ class IntrospectionServer:
             return envelope.encode_error(kind, req_id, error, True)
 
     def close(self) -> None:
-        self.socket.close(0)
+        close_releasing(self.socket, self.address)

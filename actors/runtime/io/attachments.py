@@ -26,7 +26,8 @@ import zmq
 from ..errors import ActorStoppedError
 from ..concurrency.futures import Future
 from ..process.log import get_logger
-from .sockets import NOBLOCK, POLLIN, RECV_BATCH, recv_frames, send_frames
+from .sockets import (NOBLOCK, POLLIN, RECV_BATCH, close_releasing, recv_frames,
+                      send_frames)
 
 log = get_logger(__name__)
 
@@ -42,15 +43,16 @@ class Attachment:
     """One socket in an actor's loop (made by `ActorCore.attach`; see the module doc).
 
     `endpoint` is the address the socket last bound or connected (with the port
-    picked for ``tcp://HOST:0``).
+    picked for ``tcp://HOST:0``). A socket the actor made (`owned`) and `bound` has
+    its port free again when its detach returns.
     """
 
     def __init__(self, core: Any, sock: zmq.Socket, on_message: Optional[MessageHandler],
-                 owned: bool, max_pending: int):
+                 owned: bool, max_pending: int, bound: bool = False):
         self.socket_type = sock.type
         self.kind = RECEIVING.get(sock.type) or SEND_ONLY[sock.type]
         self._core, self._sock, self._on_message = core, sock, on_message
-        self._owned, self._max_pending = owned, max_pending
+        self._owned, self._max_pending, self._bound = owned, max_pending, bound
         self._lock = threading.Condition(threading.Lock())
         self._running = 0  # handlers submitted and not finished
         self._outbox: Deque[List[Any]] = collections.deque()
@@ -169,7 +171,7 @@ class Attachment:
             if dropped:
                 log.warning("attachment_sends_dropped", kind=self.kind, messages=dropped)
             if self._owned:
-                self._sock.close(0)
+                close_releasing(self._sock, self.endpoint if self._bound else None)
             log.info("socket_detached", kind=self.kind, closed=self._owned)
         if done is not None:
             done.set_result(None)

@@ -21,7 +21,8 @@ import zmq
 from .context import process_context
 from ..errors import AddressInUseError
 from ..process.log import get_logger
-from .sockets import EVENTS, POLLIN, new_socket, open_monitor, recv_frames, send_frames
+from .sockets import (EVENTS, POLLIN, close_releasing, new_socket, open_monitor, recv_frames,
+                      send_frames)
 
 log = get_logger(__name__)
 
@@ -138,13 +139,13 @@ class Router:
         return lost
 
     def close(self) -> None:
-        """Close the socket; its monitor, if any, is switched off first (see
-        `sockets.close_monitored`) and its PAIR is left to the reader to close."""
+        """Close the socket, its port free on return; its monitor, if any, is switched
+        off first (see `sockets.close_monitored`) and its PAIR is left to the reader."""
         with self._lock:
             if self._sock is not None:
                 if self._senders is not None:  # tracked through a monitor
                     self._sock.disable_monitor()
-                self._sock.close(0)
+                close_releasing(self._sock, self.address)
                 self._sock = None
 
 

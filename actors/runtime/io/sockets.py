@@ -76,6 +76,28 @@ def close_monitored(sock: zmq.Socket, monitor: zmq.Socket) -> None:
     sock.close(0)
 
 
+def close_releasing(sock: zmq.Socket, bound: Optional[str], timeout: float = 2.0) -> None:
+    """Close `sock`, and return once the port of its listener at `bound` (if any) is free.
+
+    ZeroMQ closes a listener on its I/O thread some time after the socket's close
+    returns, so an owner that binds the same address again at once (a store hosted
+    anew on its job's port) could find it still taken. Unbinding first, with a
+    monitor of the listener's close, turns the release into something to wait for,
+    at most `timeout` seconds. A socket monitored already loses that monitor.
+    """
+    if bound is None or not bound.startswith(("tcp://", "ipc://")):
+        sock.close(0)
+        return
+    monitor = open_monitor(sock, zmq.EVENT_CLOSED)
+    try:
+        sock.unbind(bound)
+        monitor.poll(int(timeout * 1000))  # the one event it reports: the listener closed
+    except zmq.ZMQError:
+        pass  # not bound there (any more): nothing to wait for
+    finally:
+        close_monitored(sock, monitor)
+
+
 def new_socket(ctx: zmq.Context, socket_type: int, heartbeat_ms: int,
                heartbeat_timeout_ms: int, *, server: bool,
                routing_id: Optional[bytes] = None) -> zmq.Socket:
