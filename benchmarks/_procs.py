@@ -9,6 +9,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
+from actors.runtime.io.ports import free_port  # noqa: F401 - the benchmarks' free ports
+
 
 @contextmanager
 def server_process(target: Callable[..., Any], *args: Any, timeout: float = 60.0) -> Iterator[Any]:
@@ -27,15 +29,6 @@ def server_process(target: Callable[..., Any], *args: Any, timeout: float = 60.0
 def echo(value: Any) -> Any:
     """The remote function of the RPC benchmarks (importable, so pickled by reference)."""
     return value
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def median_of(runs: int, measure: Callable[[], float]) -> float:

@@ -11,6 +11,7 @@ import socket
 from dataclasses import dataclass
 from typing import ClassVar, Iterator, List, Optional, Sequence
 
+from actors.runtime.io.ports import free_port
 from store.base import Store
 
 
@@ -88,10 +89,3 @@ class RendezvousInfo:
 
     def __repr__(self) -> str:
         return f"RendezvousInfo(rank={self._rank}, world_size={self._world_size})"
-
-
-def free_port(host: str) -> int:
-    """A TCP port free on `host` now (the caller's server binds it soon after)."""
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]

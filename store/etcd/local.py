@@ -16,12 +16,12 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from typing import IO, Optional, Union
 
+from actors.runtime.io.ports import free_port
 from actors.runtime.process.log import get_logger, say
 
 log = get_logger(__name__)
@@ -51,8 +51,8 @@ class LocalEtcd:
                  client_port: int = 0, peer_port: int = 0, name: str = "default",
                  log_path: Optional[Union[str, os.PathLike]] = None):
         self.data_dir, self.host, self.name = pathlib.Path(data_dir), host, name
-        self.client_port = client_port or _free_port(host)
-        self.peer_port = peer_port or _free_port(host)
+        self.client_port = client_port or free_port(host)
+        self.peer_port = peer_port or free_port(host)
         self.endpoint = f"{host}:{self.client_port}"
         self.log_path = pathlib.Path(log_path) if log_path else \
             self.data_dir.parent / f"etcd-{name}-{self.client_port}.log"
@@ -118,12 +118,6 @@ class LocalEtcd:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def build_parser() -> argparse.ArgumentParser:
