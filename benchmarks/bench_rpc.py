@@ -7,7 +7,9 @@ Each system runs twice: ``module`` calls a function of an importable module over
 processes run this script (spawned), join by ``env://`` with 16 worker threads,
 import ``engine.dist_autograd`` (torch: ``torch.distributed.autograd``) and call a
 function defined in the script's ``__main__``. Prints one JSON line. Usage:
-``python benchmarks/bench_rpc.py [--calls N] [--runs R] [--rounds K]``; with ``--rounds``
+``python benchmarks/bench_rpc.py [--calls N] [--runs R] [--rounds K]``. W2 waits for
+each window of 64 calls future by future, and again with ``wait_all`` (torch's
+``torch.futures.wait_all``): ``w2_wait_all_calls_per_s``. With ``--rounds``
 the W1 figures of ``as_users`` alternate K rounds of ours and torch's and report
 each round's median.
 """
@@ -70,7 +72,8 @@ def _raw_server(ready: Any) -> None:
 
 def measure(call_sync: Callable[[Any], Any], call_async: Callable[[Any], Any],
             wait: Callable[[Any], Any], calls: int, runs: int, make_array: Callable,
-            w1_only: bool = False, sizes_mib: Any = SIZES_MIB) -> Dict:
+            w1_only: bool = False, sizes_mib: Any = SIZES_MIB,
+            wait_all: Any = None) -> Dict:
     for _ in range(200):
         call_sync(1)
     latencies: List[float] = []
@@ -95,6 +98,14 @@ def measure(call_sync: Callable[[Any], Any], call_async: Callable[[Any], Any],
             wait(future)
         rates.append((calls * 4 // WINDOW + 1) * WINDOW / (time.perf_counter() - start))
     figures = dict(w1, w2_calls_per_s=round(sorted(rates)[len(rates) // 2], 1))
+    if wait_all is not None:  # the same windows, each waited for whole
+        rates = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            for _ in range(calls * 4 // WINDOW + 1):
+                wait_all([call_async(1) for _ in range(WINDOW)])
+            rates.append((calls * 4 // WINDOW + 1) * WINDOW / (time.perf_counter() - start))
+        figures["w2_wait_all_calls_per_s"] = round(sorted(rates)[len(rates) // 2], 1)
     for mib in sizes_mib:
         array = make_array(mib)
         call_sync(array)
@@ -129,7 +140,7 @@ def ours(calls: int, runs: int, as_users: bool = False, w1_only: bool = False,
                            lambda x: actors.rpc_async("worker1", fn, args=(x,)),
                            lambda f: f.wait(), calls, runs,
                            lambda mib: np.ones(mib * 262144, dtype=np.float32), w1_only,
-                           sizes_mib)
+                           sizes_mib, actors.wait_all)
         finally:
             actors.shutdown()
 
@@ -152,7 +163,8 @@ def torch_rpc(calls: int, runs: int, as_users: bool = False, w1_only: bool = Fal
             return measure(lambda x: rpc.rpc_sync("worker1", fn, args=(x,)),
                            lambda x: rpc.rpc_async("worker1", fn, args=(x,)),
                            lambda f: f.wait(), calls, runs,
-                           lambda mib: torch.ones(mib * 262144, dtype=torch.float32), w1_only)
+                           lambda mib: torch.ones(mib * 262144, dtype=torch.float32), w1_only,
+                           wait_all=torch.futures.wait_all)
         finally:
             rpc.shutdown()
 
@@ -205,8 +217,9 @@ def _ratios(a: Dict, r: Dict, t: Any) -> Dict:
     ratios = {"w1_vs_raw": ratio(a["w1_rt_us_median"], r["w1_rt_us_median"])}
     if t:
         ratios["w1_vs_torch"] = ratio(a["w1_rt_us_median"], t["w1_rt_us_median"])
-        if "w2_calls_per_s" in a:
-            ratios["w2_vs_torch"] = ratio(a["w2_calls_per_s"], t["w2_calls_per_s"])
+        for key in ("w2_calls_per_s", "w2_wait_all_calls_per_s"):
+            if key in a and key in t:
+                ratios[key.replace("_calls_per_s", "_vs_torch")] = ratio(a[key], t[key])
         for mib in SIZES_MIB:
             key = f"w3_{mib}mib_MBps"
             if key in a:

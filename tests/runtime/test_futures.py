@@ -172,3 +172,32 @@ def test_wait_all_returns_values_in_order_and_raises_the_first_error():
 def test_wait_all_bounds_the_whole_wait_by_its_timeout():
     with pytest.raises(TimeoutError):
         wait_all([Future(), Future()], timeout=0.05)
+
+
+def test_wait_all_takes_futures_completed_one_by_one_by_another_thread_in_order():
+    futures = [Future() for _ in range(1000)]
+
+    def complete() -> None:
+        for index, future in enumerate(futures):
+            future.set_result(index)
+
+    threading.Thread(target=complete).start()
+    assert wait_all(futures, timeout=10) == list(range(1000))
+
+
+def test_wait_all_raises_a_failure_it_finds_without_waiting_for_what_follows():
+    with pytest.raises(ValueError):
+        wait_all([failed(ValueError()), Future()])  # the second never completes
+
+
+def test_wait_all_raises_the_first_error_in_order_once_the_futures_before_it_are_done():
+    first, second, third = Future(), Future(), Future()
+
+    def complete() -> None:
+        third.set_exception(KeyError("third"))
+        second.set_exception(ValueError("second"))
+        first.set_result(1)
+
+    threading.Thread(target=complete).start()
+    with pytest.raises(ValueError, match="second"):
+        wait_all([first, second, third], timeout=10)

@@ -6,6 +6,7 @@ made with `settle` transforms its own result as it completes.
 """
 from __future__ import annotations
 
+import itertools
 import threading
 from _thread import allocate_lock as _allocate_lock
 from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
@@ -198,11 +199,42 @@ def wait_all(futures: Iterable[Future], timeout: Optional[float] = None) -> list
 
     futures = list(futures)
     deadline = None if timeout is None else time.monotonic() + timeout
+    _until_all_done_or_one_failed(futures, timeout)
     values = []
     for future in futures:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
         values.append(future.wait(remaining))
     return values
+
+
+def _until_all_done_or_one_failed(futures: List[Future], timeout: Optional[float]) -> None:
+    """Block until every one of `futures` is done or one of them fails (at most
+    `timeout` seconds): one wake-up for them all, where waiting on each in turn wakes
+    this thread once for each future that is still pending when its turn comes.
+    Returns at once when one has failed already."""
+    pending = []
+    for future in futures:
+        if future._callbacks is None:
+            if future._exception is not None:
+                return
+        else:
+            pending.append(future)
+    if not pending:
+        return
+    wake, once, done_count = _allocate_lock(), _allocate_lock(), itertools.count(1)
+    wake.acquire()
+    total = len(pending)
+
+    def on_done(future: Future) -> None:
+        # next() on a count is one step under the GIL: each completion counts once
+        if (next(done_count) == total or future._exception is not None) \
+                and once.acquire(False):
+            wake.release()
+
+    for future in pending:
+        future.add_done_callback(on_done)
+    about_to_block()
+    wake.acquire(True, -1 if timeout is None else max(0.0, timeout))
 
 
 def failures_by(futures: Dict[K, Future], deadline: float) -> Dict[K, BaseException]:
