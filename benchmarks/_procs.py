@@ -9,8 +9,6 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional
 
-from actors.runtime.io.ports import free_port  # noqa: F401 - the benchmarks' free ports
-
 
 @contextmanager
 def server_process(target: Callable[..., Any], *args: Any, timeout: float = 60.0) -> Iterator[Any]:
@@ -24,6 +22,15 @@ def server_process(target: Callable[..., Any], *args: Any, timeout: float = 60.0
     finally:
         proc.kill()
         proc.join(10)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 for a server that binds it later (`actors.runtime.io.ports`;
+    imported here, not at the top, so that raw pyzmq's and torch's processes load none
+    of the runtime)."""
+    from actors.runtime.io.ports import free_port as pick
+
+    return pick()
 
 
 def echo(value: Any) -> Any:

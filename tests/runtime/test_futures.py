@@ -201,3 +201,22 @@ def test_wait_all_raises_the_first_error_in_order_once_the_futures_before_it_are
     threading.Thread(target=complete).start()
     with pytest.raises(ValueError, match="second"):
         wait_all([first, second, third], timeout=10)
+
+
+def test_wait_all_leaves_no_callback_behind_when_it_times_out():
+    late = Future()
+    for _ in range(100):
+        with pytest.raises(FutureTimeoutError, match="within 0.01s"):
+            wait_all([late], timeout=0.01)
+    assert late._callbacks == []
+    late.set_result(1)
+    assert wait_all([late]) == [1]
+
+
+def test_a_removed_callback_does_not_run():
+    ran = []
+    future = Future()
+    future.add_done_callback(ran.append)
+    future.remove_done_callback(ran.append)
+    future.set_result(1)
+    assert ran == []

@@ -1,4 +1,5 @@
 """Free ports for servers that bind later: below the range of connections' own ports."""
+import os
 import socket
 
 import pytest
@@ -31,5 +32,24 @@ def test_a_port_something_listens_on_is_never_given(monkeypatch):
 
 
 def test_too_few_ports_below_the_range_means_the_kernels_choice(monkeypatch):
-    monkeypatch.setattr(ports, "connections_range", lambda: (1500, 60999))
-    assert 1500 <= ports.free_port() <= 60999
+    low, high = ports.connections_range()
+    monkeypatch.setattr(ports, "connections_range", lambda: (1500, high))
+    assert low <= ports.free_port() <= high  # the kernel's, from its own range
+
+
+def test_forked_children_draw_different_ports():
+    readers = []
+    for _ in range(3):
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report one port and leave at once
+            os.write(write_end, str(ports.free_port()).encode())
+            os._exit(0)
+        os.close(write_end)
+        readers.append((pid, read_end))
+    drawn = []
+    for pid, read_end in readers:
+        drawn.append(int(os.read(read_end, 16)))
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    assert len(set(drawn)) == 3

@@ -52,8 +52,8 @@ def test_a_port_already_in_use_is_a_clear_error():
 
 
 def test_a_closed_master_frees_its_port_at_once_for_the_next_one():
-    # ZeroMQ closes a listener on its I/O thread after the socket closes; without a
-    # wait for it, about one try in twenty found the port still taken.
+    # ZeroMQ lets go of a listener's port on its own thread, after the socket's close
+    # returns; closing the store waits for that.
     port = free_port()
     for attempt in range(40):
         master = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=5)

@@ -6,7 +6,6 @@ made with `settle` transforms its own result as it completes.
 """
 from __future__ import annotations
 
-import itertools
 import threading
 from _thread import allocate_lock as _allocate_lock
 from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
@@ -142,6 +141,14 @@ class Future:
                 return
         _run_callback(callback, self)
 
+    def remove_done_callback(self, callback: Callable[["Future"], None]) -> None:
+        """Forget `callback` (every callback equal to it) if it has not run; else nothing."""
+        if self._callbacks is not None:
+            with self._lock:
+                if self._callbacks is not None:
+                    self._callbacks[:] = [kept for kept in self._callbacks
+                                          if kept != callback]
+
     def then(self, callback: Callable[["Future"], Any]) -> "Future":
         """A new future holding `callback(self)`'s return value, or the exception it raised."""
         chained = Future()
@@ -193,7 +200,7 @@ def failed(exception: BaseException) -> Future:
 def wait_all(futures: Iterable[Future], timeout: Optional[float] = None) -> list:
     """Wait for every future and return their values in order; the first error is raised.
 
-    `timeout` bounds the whole wait, not each future.
+    `timeout` bounds the whole wait, not each future (FutureTimeoutError naming it).
     """
     import time
 
@@ -203,15 +210,19 @@ def wait_all(futures: Iterable[Future], timeout: Optional[float] = None) -> list
     values = []
     for future in futures:
         remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-        values.append(future.wait(remaining))
+        try:
+            values.append(future.wait(remaining))
+        except FutureTimeoutError:
+            raise FutureTimeoutError(
+                f"{len(futures)} futures not all completed within {timeout:g}s") from None
     return values
 
 
 def _until_all_done_or_one_failed(futures: List[Future], timeout: Optional[float]) -> None:
     """Block until every one of `futures` is done or one of them fails (at most
     `timeout` seconds): one wake-up for them all, where waiting on each in turn wakes
-    this thread once for each future that is still pending when its turn comes.
-    Returns at once when one has failed already."""
+    this thread once for each future still pending when its turn comes. Returns at
+    once when one has failed already; leaves no callback behind."""
     pending = []
     for future in futures:
         if future._callbacks is None:
@@ -221,20 +232,25 @@ def _until_all_done_or_one_failed(futures: List[Future], timeout: Optional[float
             pending.append(future)
     if not pending:
         return
-    wake, once, done_count = _allocate_lock(), _allocate_lock(), itertools.count(1)
+    wake, count_lock = _allocate_lock(), _allocate_lock()
     wake.acquire()
-    total = len(pending)
+    left = [len(pending)]  # completions still to come; below 0 once woken
 
     def on_done(future: Future) -> None:
-        # next() on a count is one step under the GIL: each completion counts once
-        if (next(done_count) == total or future._exception is not None) \
-                and once.acquire(False):
+        with count_lock:
+            left[0] -= 1
+            now = left[0] == 0 or (left[0] > 0 and future._exception is not None)
+            if now:
+                left[0] = -1
+        if now:
             wake.release()
 
     for future in pending:
         future.add_done_callback(on_done)
     about_to_block()
     wake.acquire(True, -1 if timeout is None else max(0.0, timeout))
+    for future in pending:
+        future.remove_done_callback(on_done)
 
 
 def failures_by(futures: Dict[K, Future], deadline: float) -> Dict[K, BaseException]:

@@ -139,12 +139,10 @@ class Router:
         return lost
 
     def close(self) -> None:
-        """Close the socket, its port free on return; its monitor, if any, is switched
-        off first (see `sockets.close_monitored`) and its PAIR is left to the reader."""
+        """Close the socket, its port free on return (`sockets.close_releasing`); the
+        PAIR of its monitor, if any, is left to the reader to close."""
         with self._lock:
             if self._sock is not None:
-                if self._senders is not None:  # tracked through a monitor
-                    self._sock.disable_monitor()
                 close_releasing(self._sock, self.address)
                 self._sock = None
 

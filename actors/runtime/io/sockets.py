@@ -19,7 +19,10 @@ from typing import Any, List, Optional, Sequence, Tuple
 
 import zmq
 
+from ..process.log import get_logger
 from .security import secure
+
+log = get_logger(__name__)
 
 _SNDMORE = int(zmq.SNDMORE)
 _send = zmq.backend.Socket.send
@@ -77,23 +80,33 @@ def close_monitored(sock: zmq.Socket, monitor: zmq.Socket) -> None:
 
 
 def close_releasing(sock: zmq.Socket, bound: Optional[str], timeout: float = 2.0) -> None:
-    """Close `sock`, and return once the port of its listener at `bound` (if any) is free.
+    """Close `sock`, and return once its listener at `bound` (if any) has let go of
+    its address (a TCP port, an IPC path).
 
     ZeroMQ closes a listener on its I/O thread some time after the socket's close
     returns, so an owner that binds the same address again at once (a store hosted
     anew on its job's port) could find it still taken. Unbinding first, with a
     monitor of the listener's close, turns the release into something to wait for,
-    at most `timeout` seconds. A socket monitored already loses that monitor.
+    at most `timeout` seconds (then a warning). A monitor the socket had is switched
+    off first (see `close_monitored`); its PAIR stays its owner's to close.
     """
+    sock.disable_monitor()
     if bound is None or not bound.startswith(("tcp://", "ipc://")):
         sock.close(0)
         return
-    monitor = open_monitor(sock, zmq.EVENT_CLOSED)
+    try:
+        monitor = open_monitor(sock, zmq.EVENT_CLOSED)
+    except zmq.ZMQError:
+        sock.close(0)
+        return
     try:
         sock.unbind(bound)
-        monitor.poll(int(timeout * 1000))  # the one event it reports: the listener closed
     except zmq.ZMQError:
         pass  # not bound there (any more): nothing to wait for
+    else:
+        # A bound socket makes no connections, so its one close is the listener's.
+        if not monitor.poll(int(timeout * 1000)):
+            log.warning("listener_not_closed_in_time", address=bound, timeout_s=timeout)
     finally:
         close_monitored(sock, monitor)
 
