@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 from actors.runtime import AddressInUseError
+from actors.runtime.io.ports import bindable
 from actors.runtime.process.log import get_logger
 from store.base import Store
 from store.elastic.backend import C10dRendezvousBackend, StoreRendezvousBackend
@@ -280,17 +281,7 @@ def _is_this_machine(host: str) -> bool:
         address = socket.gethostbyname(host)
     except OSError:
         return False
-    return address.startswith("127.") or address == _own_address() or _can_bind(address)
-
-
-def _can_bind(address: str) -> bool:
-    """Whether a socket binds to `address` (any port): it is one of this machine's."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            probe.bind((address, 0))
-        return True
-    except OSError:
-        return False
+    return address.startswith("127.") or address == _own_address() or bindable(address, 0)
 
 
 def _own_address() -> Optional[str]:
