@@ -37,9 +37,11 @@ def rpc_rank(rank: int, world: int, port: int, results: Any) -> None:
 
 
 def all_reduce_rank(rank: int, world: int) -> Tuple[float, int, float]:
-    """(the all-reduced sum of the ranks, threads, resident MiB) in a process group."""
+    """(the all-reduced sum of the ranks, threads, resident MiB) in a process group, after
+    a barrier (dissemination rounds at this size)."""
     import actors.distributed as dist
 
+    dist.barrier()
     array = np.full(8, float(rank))
     dist.all_reduce(array)
     return (float(array[0]), *resources())

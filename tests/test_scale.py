@@ -47,7 +47,7 @@ def test_a_64_worker_rpc_world_forms_calls_all_to_all_and_shuts_down():
                 proc.join(5)
 
 
-def test_a_64_rank_process_group_forms_all_reduces_and_is_destroyed():
+def test_a_64_rank_process_group_forms_passes_a_barrier_all_reduces_and_is_destroyed():
     reports = run_ranks(WORLD, all_reduce_rank, timeout=REPORT_TIMEOUT, context=ctx)
     assert [total for total, _, _ in reports] == [WORLD * (WORLD - 1) / 2] * WORLD
     assert max(threads for _, threads, _ in reports) <= THREADS_LIMIT

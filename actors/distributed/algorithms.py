@@ -1,4 +1,5 @@
-"""The decisions of the collectives, without I/O: reduction ops, segments, ring schedules.
+"""The decisions of the collectives, without I/O: reduction ops, segments, ring and
+barrier schedules.
 
 Every rank reduces in one order (group rank 0, 1, 2, ... for direct exchanges; ring
 order from the segment's first rank for the ring), so that every rank ends with
@@ -17,6 +18,11 @@ RING_THRESHOLD = 256 * 1024
 # Large arrays move in chunks of at most this many bytes, so that a rank passes a
 # chunk on while the next one is still arriving.
 CHUNK_BYTES = 4 << 20
+# Up to this many ranks a barrier is one exchange of every rank with every other (one
+# latency, size - 1 messages a rank); above it, dissemination rounds (one message a
+# rank a round, ceil(log2 size) latencies). The crossover was measured on one host:
+# docs/PERFORMANCE.md, "Barriers of large groups".
+ALL_TO_ALL_BARRIER_MAX = 8
 
 
 class ReduceOp(enum.Enum):
@@ -95,3 +101,17 @@ def ring_reduce_scatter_step(rank: int, size: int, step: int) -> Tuple[int, int]
 def ring_all_gather_step(rank: int, size: int, step: int) -> Tuple[int, int]:
     """(segment sent, segment received) by `rank` at `step` of the ring's all-gather."""
     return (rank + 1 - step) % size, (rank - step) % size
+
+
+def dissemination_rounds(rank: int, size: int) -> List[Tuple[int, int]]:
+    """(rank told, rank heard from) by `rank` in each round of a dissemination barrier.
+
+    Round k pairs ranks 2**k apart, so after round k each rank has heard, directly or
+    through the ranks it heard from, that the 2**(k+1) - 1 ranks before it arrived:
+    after ceil(log2 size) rounds, that every rank did.
+    """
+    rounds, distance = [], 1
+    while distance < size:
+        rounds.append(((rank + distance) % size, (rank - distance) % size))
+        distance *= 2
+    return rounds

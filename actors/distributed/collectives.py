@@ -236,7 +236,17 @@ def reduce(call: Call, array: np.ndarray, op: ReduceOp, dst: int) -> Optional[np
 
 
 def barrier(call: Call) -> None:
-    """Return once every rank of the group has called it: every rank tells every
-    other, so that all leave together (a star through one rank costs fewer messages
-    but lets that rank leave one message's latency before the others)."""
-    all_gather(call, None)
+    """Return once every rank of the group has called it.
+
+    A small group exchanges all to all, so that all leave together (a star through
+    one rank costs fewer messages but lets that rank leave one message's latency
+    before the others); a large one runs dissemination rounds, whose messages grow
+    as size * log2(size) rather than size ** 2.
+    """
+    group = call.group
+    if group.size <= algorithms.ALL_TO_ALL_BARRIER_MAX:
+        all_gather(call, None)
+        return
+    for index, (to, frm) in enumerate(algorithms.dissemination_rounds(group.rank, group.size)):
+        call.send(to, ("barrier", index), None)
+        call.recv(frm, ("barrier", index))

@@ -11,7 +11,8 @@ the receiver reads through `open` or `lend`. The I/O thread, or the thread that
 waits for a message (`Inbox.read_with`), puts each message into the `Inbox`. At
 start-up every rank connects to every other, so the death of any rank (a dropped
 connection, or missed ZMTP heartbeats for a hung one) reaches every survivor's inbox;
-a rank that destroys its group says so first (`PG_LEAVE`).
+a rank that destroys its group says so first (`PG_LEAVE`), naming the ranks it
+found lost.
 
 The actor's handlers reference the inbox, the senders and the address table, never
 the `Transport`, so a dropped transport stops its actor.
@@ -25,12 +26,15 @@ from typing import Any, Dict, Iterator, List, Sequence, Set
 import numpy as np
 
 from actors.network import host_of
-from actors.runtime import Actor, ActorStoppedError, Kind, Message, PeerLostError
+from actors.runtime import (Actor, ActorStoppedError, Kind, Message, PeerLostError,
+                            ProtocolError)
 from actors.runtime.concurrency.futures import failures_by
 from actors.runtime.process.log import get_logger
+from actors.runtime.protocol.bounded import quote, shorten
 from actors.runtime.protocol.shared_buffers import switched_on
 from actors.runtime.protocol.serialization import INBAND_LIMIT
 
+from .errors import RankLostError
 from .inbox import Inbox
 from .senders import Senders, new_identity
 from .shared_memory import SharedArray, SharedRegions
@@ -71,7 +75,8 @@ class Transport:
                              inline=True)
         self._actor.register(Kind.PG_SHARE, lambda msg: _attach(shared, senders, msg),
                              inline=True)
-        self._actor.register(Kind.PG_LEAVE, lambda msg: _leave(inbox, senders, msg), inline=True)
+        self._actor.register(Kind.PG_LEAVE, lambda msg: _leave(inbox, senders, rank, msg),
+                             inline=True)
         self._actor.on_peer_lost(
             lambda address: inbox.lose(ranks.get(address, -1), "its connection dropped"))
         self._actor.start()
@@ -108,8 +113,11 @@ class Transport:
                  for r, address in enumerate(addresses) if r != self.rank}
         for r, exc in failures_by(pings, deadline).items():
             # A rank with nothing to do with this one may be done and gone already.
-            if not (isinstance(exc, PeerLostError) and self.inbox.has_left(r)):
-                raise exc
+            if isinstance(exc, PeerLostError):
+                if self.inbox.has_left(r):
+                    continue
+                raise RankLostError([r], f"{exc.reason} while the group formed") from None
+            raise exc
 
     def send(self, rank: int, key: tuple, call: tuple, data: Any, keep: bool = False) -> None:
         """Send `data` to global `rank`, which finds it under `key` + (this rank,); the
@@ -179,8 +187,8 @@ class Transport:
         for r, address in enumerate(self._addresses):
             if r != self.rank and r not in lost:
                 try:
-                    notices[r] = self._actor.request(address, Kind.PG_LEAVE, self.rank,
-                                                     flush_timeout)
+                    notices[r] = self._actor.request(address, Kind.PG_LEAVE,
+                                                     (self.rank, lost), flush_timeout)
                 except ActorStoppedError:
                     break  # stopped already: nothing more leaves
         for r, exc in failures_by(notices, deadline).items():  # a peer gone receives nothing
@@ -206,6 +214,18 @@ def _attach(shared: SharedRegions, senders: Senders, msg: Message) -> None:
     shared.attach(msg.payload)
 
 
-def _leave(inbox: Inbox, senders: Senders, msg: Message) -> None:
-    senders.check(msg, msg.payload)
-    inbox.leave(msg.payload)
+def _leave(inbox: Inbox, senders: Senders, own_rank: int, msg: Message) -> None:
+    """A peer destroys its groups. The ranks it had found lost are lost here too, first:
+    a wait for a message the peer never sent because of them then names them, not the
+    peer that left."""
+    try:
+        rank, lost = msg.payload
+        lost = dict(lost)
+    except (TypeError, ValueError):
+        raise ProtocolError(f"PG_LEAVE takes (rank, {{rank: reason}}), got "
+                            f"{quote(msg.payload)}") from None
+    senders.check(msg, rank)
+    for r, reason in lost.items():
+        if isinstance(r, int) and isinstance(reason, str) and r != own_rank:
+            inbox.lose(r, f"{shorten(reason)} (seen by rank {rank})")
+    inbox.leave(rank)

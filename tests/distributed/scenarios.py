@@ -8,6 +8,7 @@ import time
 import numpy as np
 
 import actors.distributed as dist
+from tests.waiting import wait_until
 
 # Small ones, one past the direct-exchange threshold, one of 4 MiB and one of 3 chunks.
 SIZES = [(5,), (7, 3), (300_001,), (1 << 20,), (2_500_003,)]
@@ -369,3 +370,35 @@ def last_all_reduce(rank, world, port, size, results):
         results.put((rank, "ok" if bool((array == expected).all()) else f"wrong {array[:4]}"))
     except BaseException as exc:  # noqa: BLE001 - reported to the test
         results.put((rank, f"{type(exc).__name__}: {exc}"))
+
+
+def late_to_the_barrier(rank, world, folder, lates):
+    """A barrier for each rank of `lates`, which enters only once every other rank has
+    marked itself as entering; every rank marks itself just before it enters. Returns
+    the barriers this rank left before the late rank had entered (none if it is one)."""
+    left_early = []
+    for index, late in enumerate(lates):
+        marks = [os.path.join(folder, f"{index}-{r}") for r in range(world)]
+        if rank == late:
+            others = marks[:late] + marks[late + 1:]
+            assert wait_until(lambda others=others: all(map(os.path.exists, others)),
+                              timeout=60, interval=0.002), "the other ranks never came"
+        open(marks[rank], "w").close()
+        dist.barrier()
+        if not os.path.exists(marks[late]):
+            left_early.append(index)
+    return left_early
+
+
+def killed_before_a_barrier(rank, world, victim, barriers_before):
+    """After `barriers_before` barriers `victim` is killed as the others enter the next
+    one (with none before, some may still be forming the group): what each raises."""
+    try:
+        for _ in range(barriers_before):
+            dist.barrier()
+        if rank == victim:
+            os.kill(os.getpid(), signal.SIGKILL)
+        dist.barrier()
+    except Exception as exc:  # noqa: BLE001 - the test checks it
+        return type(exc).__name__, str(exc)
+    return "passed", ""

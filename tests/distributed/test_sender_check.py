@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import zmq
 
-from actors.distributed.errors import CollectiveTimeoutError, WrongConnectionError
+from actors.distributed.errors import (CollectiveTimeoutError, RankLostError,
+                                      WrongConnectionError)
 from actors.distributed.transport import Transport
-from actors.runtime import Actor, Kind
+from actors.runtime import Actor, Kind, ProtocolError
 from actors.runtime.protocol import envelope
 from actors.runtime.concurrency.futures import FutureTimeoutError
 from actors.runtime.protocol import ONEWAY
@@ -114,9 +115,27 @@ def test_a_leave_naming_another_rank_is_refused_with_an_error_and_changes_nothin
     _, receiver, other = transports
     with pytest.raises(WrongConnectionError, match="naming rank 0: it came on the connection "
                                                    "of rank 2"):
-        other._actor.request(receiver.address, Kind.PG_LEAVE, 0, 30).wait(30)
-    with pytest.raises(CollectiveTimeoutError):  # not "left the group"
+        other._actor.request(receiver.address, Kind.PG_LEAVE, (0, {1: "forged"}), 30).wait(30)
+    with pytest.raises(CollectiveTimeoutError):  # not "left the group", nor "rank 1 lost"
         _take(receiver, ("g", 0, 0), 0, 0)
+
+
+def test_a_leave_naming_the_ranks_it_found_lost_makes_a_wait_for_the_leaver_name_them(
+        transports):
+    _, receiver, other = transports
+    other._actor.request(receiver.address, Kind.PG_LEAVE, (2, {0: "its connection dropped"}),
+                         30).wait(30)
+    with pytest.raises(RankLostError, match=r"^rank 0 lost: its connection dropped "
+                                            r"\(seen by rank 2\)$"):
+        _take(receiver, ("g", 0, 2), 2, 30)
+
+
+def test_a_malformed_leave_gets_a_protocol_error_and_the_transport_serves_on(transports):
+    first, receiver, _ = transports
+    with pytest.raises(ProtocolError, match=r"PG_LEAVE takes \(rank, \{rank: reason\}\), got 7"):
+        first._actor.request(receiver.address, Kind.PG_LEAVE, 7, 30).wait(30)
+    first.send(1, ("g", 0), "call", "after")
+    assert _take(receiver, ("g", 0, 0), 0, 30) == ("call", "after")
 
 
 def test_a_second_connection_presenting_a_ranks_identity_is_never_heard(transports):
