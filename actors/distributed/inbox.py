@@ -35,6 +35,7 @@ class Inbox:
         self._cond = threading.Condition()
         self._queues: Dict[Key, Deque[Any]] = {}
         self._lost: Dict[int, str] = {}  # rank -> why
+        self._reported: Set[int] = set()  # of those, the ones lost on another rank's word
         self._left: Set[int] = set()
         self._closed: Optional[str] = None
         self._read_here: Optional[Callable[[Optional[float]], bool]] = None
@@ -63,17 +64,29 @@ class Inbox:
         if reader is not None and reader != threading.get_ident():
             self._interrupt()
 
-    def lose(self, rank: int, reason: str) -> None:
-        """Record `rank` as lost, unless it left first, and wake every waiter."""
+    def lose(self, rank: int, reason: str, reported: bool = False) -> None:
+        """Record `rank` as lost, unless it left first, and wake every waiter.
+
+        `reported`: on another rank's word, which its own leave notice overrules.
+        """
         with self._cond:
-            if rank not in self._left:
-                self._lost.setdefault(rank, reason)
+            if rank in self._left:
+                return
+            if not reported:
+                self._reported.discard(rank)
+            if rank not in self._lost:
+                self._lost[rank] = reason
+                if reported:
+                    self._reported.add(rank)
                 self._wake_all()
 
     def leave(self, rank: int) -> None:
         """Record that `rank` left: it sends nothing more."""
         with self._cond:
             self._left.add(rank)
+            if rank in self._reported:  # it left in order after all
+                self._reported.discard(rank)
+                del self._lost[rank]
             self._wake_all()
 
     def lost(self) -> Dict[int, str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Dict, Iterator, List, Sequence, Set
+from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -116,7 +116,9 @@ class Transport:
             if isinstance(exc, PeerLostError):
                 if self.inbox.has_left(r):
                     continue
-                raise RankLostError([r], f"{exc.reason} while the group formed") from None
+                reason = f"{exc.reason} while the group formed"
+                self.inbox.lose(r, reason)  # named in this rank's leave notice too
+                raise RankLostError([r], reason) from None
             raise exc
 
     def send(self, rank: int, key: tuple, call: tuple, data: Any, keep: bool = False) -> None:
@@ -218,14 +220,22 @@ def _leave(inbox: Inbox, senders: Senders, own_rank: int, msg: Message) -> None:
     """A peer destroys its groups. The ranks it had found lost are lost here too, first:
     a wait for a message the peer never sent because of them then names them, not the
     peer that left."""
-    try:
-        rank, lost = msg.payload
-        lost = dict(lost)
-    except (TypeError, ValueError):
-        raise ProtocolError(f"PG_LEAVE takes (rank, {{rank: reason}}), got "
-                            f"{quote(msg.payload)}") from None
+    rank, lost = _leave_notice(msg.payload)
     senders.check(msg, rank)
     for r, reason in lost.items():
-        if isinstance(r, int) and isinstance(reason, str) and r != own_rank:
-            inbox.lose(r, f"{shorten(reason)} (seen by rank {rank})")
+        if r not in (own_rank, rank):
+            inbox.lose(r, f"{shorten(reason)} (seen by rank {rank})", reported=True)
     inbox.leave(rank)
+
+
+def _leave_notice(payload: Any) -> Tuple[int, Dict[int, str]]:
+    """PG_LEAVE's ``(rank, {rank: reason})``; ProtocolError for anything else."""
+    try:
+        rank, lost = payload
+        lost = dict(lost)
+    except (TypeError, ValueError):
+        lost = None
+    if lost is None or type(rank) is not int or not all(
+            type(r) is int and type(reason) is str for r, reason in lost.items()):
+        raise ProtocolError(f"PG_LEAVE takes (rank, {{rank: reason}}), got {quote(payload)}")
+    return rank, lost

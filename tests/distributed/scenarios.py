@@ -402,3 +402,15 @@ def killed_before_a_barrier(rank, world, victim, barriers_before):
     except Exception as exc:  # noqa: BLE001 - the test checks it
         return type(exc).__name__, str(exc)
     return "passed", ""
+
+
+def barrier_but_one_all_reduces(rank, world, odd):
+    """Every rank enters a barrier but `odd`, which calls all_reduce: what each raises."""
+    try:
+        if rank == odd:
+            dist.all_reduce(np.zeros(4, np.float32))
+        else:
+            dist.barrier()
+    except Exception as exc:  # noqa: BLE001 - the test checks it
+        return type(exc).__name__, str(exc)
+    return "passed", ""

@@ -115,8 +115,8 @@ def test_a_leave_naming_another_rank_is_refused_with_an_error_and_changes_nothin
     _, receiver, other = transports
     with pytest.raises(WrongConnectionError, match="naming rank 0: it came on the connection "
                                                    "of rank 2"):
-        other._actor.request(receiver.address, Kind.PG_LEAVE, (0, {1: "forged"}), 30).wait(30)
-    with pytest.raises(CollectiveTimeoutError):  # not "left the group", nor "rank 1 lost"
+        other._actor.request(receiver.address, Kind.PG_LEAVE, (0, {2: "forged"}), 30).wait(30)
+    with pytest.raises(CollectiveTimeoutError):  # not "left the group", nor "rank 2 lost"
         _take(receiver, ("g", 0, 0), 0, 0)
 
 
