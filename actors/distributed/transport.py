@@ -234,8 +234,8 @@ def _leave_notice(payload: Any) -> Tuple[int, Dict[int, str]]:
         rank, lost = payload
         lost = dict(lost)
     except (TypeError, ValueError):
-        lost = None
-    if lost is None or type(rank) is not int or not all(
+        rank, lost = None, {}
+    if type(rank) is not int or not all(
             type(r) is int and type(reason) is str for r, reason in lost.items()):
         raise ProtocolError(f"PG_LEAVE takes (rank, {{rank: reason}}), got {quote(payload)}")
     return rank, lost

@@ -234,14 +234,15 @@ def _until_all_done_or_one_failed(futures: List[Future], timeout: Optional[float
         return
     wake, count_lock = _allocate_lock(), _allocate_lock()
     wake.acquire()
-    left = [len(pending)]  # completions still to come; below 0 once woken
+    left = len(pending)  # completions to wait for; none once one failed
 
     def on_done(future: Future) -> None:
+        nonlocal left
         with count_lock:
-            left[0] -= 1
-            now = left[0] == 0 or (left[0] > 0 and future._exception is not None)
-            if now:
-                left[0] = -1
+            if not left:  # woken already
+                return
+            left = 0 if future._exception is not None else left - 1
+            now = not left
         if now:
             wake.release()
 
