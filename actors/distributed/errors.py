@@ -5,7 +5,7 @@ in a way its state does not allow raises: uninitialized, destroyed, a rank outsi
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Iterable, Optional
 
 from store.errors import DistError, DistNetworkError, DistStoreError  # noqa: F401 - torch's names
 
@@ -17,14 +17,17 @@ class DistBackendError(DistError):
 class RankLostError(DistBackendError, ConnectionError):
     """A rank of the group died, hung or left: the group is broken from then on."""
 
-    def __init__(self, ranks: Iterable[int], reason: str):
+    def __init__(self, ranks: Iterable[int], reason: str, cause: Optional[str] = None):
+        """`cause`: the error that stopped the ranks, when they left after one (`reason`
+        then names it too); this rank passes it on as its own when it leaves."""
         self.ranks = sorted(ranks)
         self.reason = reason
+        self.cause = cause
         names = ", ".join(f"rank {r}" for r in self.ranks)
         super().__init__(f"{names} lost: {reason}")
 
     def __reduce__(self):
-        return type(self), (self.ranks, self.reason)
+        return type(self), (self.ranks, self.reason, self.cause)
 
 
 class CollectiveMismatchError(ValueError):

@@ -33,8 +33,9 @@ from actors.runtime.introspection import status
 from actors.runtime.introspection.recorder import OP, OP_START, RECORDING, TRAFFIC, record
 from actors.runtime.introspection.status import dump_recorder
 from actors.runtime.process.waits import SlowWait
+from actors.runtime.protocol.bounded import shorten
 
-from .errors import CollectiveMismatchError, DistError
+from .errors import CollectiveMismatchError, DistError, RankLostError
 from .transport import Transport
 
 _STOP = object()
@@ -233,6 +234,9 @@ class ProcessGroup:
             return body(call)
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
+            # The root of a chain of ranks that left one after another is passed on.
+            cause = exc.cause if isinstance(exc, RankLostError) else None
+            self.transport.failure = cause or shorten(error)
             raise
         finally:
             self.current = None

@@ -36,7 +36,7 @@ class Inbox:
         self._queues: Dict[Key, Deque[Any]] = {}
         self._lost: Dict[int, str] = {}  # rank -> why
         self._reported: Set[int] = set()  # of those, the ones lost on another rank's word
-        self._left: Set[int] = set()
+        self._left: Dict[int, Optional[str]] = {}  # rank -> the error that stopped it, if known
         self._closed: Optional[str] = None
         self._read_here: Optional[Callable[[Optional[float]], bool]] = None
         self._interrupt: Callable[[], None] = _nothing
@@ -80,10 +80,11 @@ class Inbox:
                     self._reported.add(rank)
                 self._wake_all()
 
-    def leave(self, rank: int) -> None:
-        """Record that `rank` left: it sends nothing more."""
+    def leave(self, rank: int, failure: Optional[str] = None) -> None:
+        """Record that `rank` left: it sends nothing more. `failure`: the error that
+        stopped it, which a wait for it then names."""
         with self._cond:
-            self._left.add(rank)
+            self._left[rank] = failure
             if rank in self._reported:  # it left in order after all
                 self._reported.discard(rank)
                 del self._lost[rank]
@@ -145,8 +146,8 @@ class Inbox:
                             del self._queues[key]
                         return key, message
                 self._raise_if_broken(ranks)
-                if self._left.issuperset(senders):
-                    raise RankLostError(senders, f"left the group before {what()} was served")
+                if all(sender in self._left for sender in senders):
+                    raise self._left_before(senders, what())
                 timeout = None
                 if deadline is not None:
                     timeout = deadline - time.monotonic()
@@ -178,6 +179,12 @@ class Inbox:
                     self._cond.wait(timeout)
                 finally:
                     self._sleepers -= 1
+
+    def _left_before(self, senders: Tuple[int, ...], what: str) -> RankLostError:
+        causes = sorted({self._left[s] for s in senders} - {None})
+        cause = "; ".join(causes) if causes else None
+        stopped = f", stopped by {cause}" if cause else ""
+        return RankLostError(senders, f"left the group before {what} was served{stopped}", cause)
 
     def _raise_if_broken(self, ranks: Tuple[int, ...]) -> None:
         if self._closed is not None:

@@ -12,7 +12,7 @@ waits for a message (`Inbox.read_with`), puts each message into the `Inbox`. At
 start-up every rank connects to every other, so the death of any rank (a dropped
 connection, or missed ZMTP heartbeats for a hung one) reaches every survivor's inbox;
 a rank that destroys its group says so first (`PG_LEAVE`), naming the ranks it
-found lost.
+found lost and the error that stopped it.
 
 The actor's handlers reference the inbox, the senders and the address table, never
 the `Transport`, so a dropped transport stops its actor.
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any, Dict, Iterator, List, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import numpy as np
 
@@ -63,6 +63,9 @@ class Transport:
         self._addresses: List[str] = []
         self._closed = False
         self._hosted: Set[int] = set()  # the other ranks on this host
+        # The error that stopped this rank, which its leave notice passes on: the last
+        # one a collective raised here, set by the group that ran it.
+        self.failure: Optional[str] = None
         ranks = self._ranks
         self._actor = Actor(f"tcp://{host}:0", name=f"pg-rank{rank}", num_worker_threads=1,
                             heartbeat=HEARTBEAT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -190,7 +193,8 @@ class Transport:
             if r != self.rank and r not in lost:
                 try:
                     notices[r] = self._actor.request(address, Kind.PG_LEAVE,
-                                                     (self.rank, lost), flush_timeout)
+                                                     (self.rank, lost, self.failure),
+                                                     flush_timeout)
                 except ActorStoppedError:
                     break  # stopped already: nothing more leaves
         for r, exc in failures_by(notices, deadline).items():  # a peer gone receives nothing
@@ -219,23 +223,25 @@ def _attach(shared: SharedRegions, senders: Senders, msg: Message) -> None:
 def _leave(inbox: Inbox, senders: Senders, own_rank: int, msg: Message) -> None:
     """A peer destroys its groups. The ranks it had found lost are lost here too, first:
     a wait for a message the peer never sent because of them then names them, not the
-    peer that left."""
-    rank, lost = _leave_notice(msg.payload)
+    peer that left; a wait for the peer itself names the error that stopped it."""
+    rank, lost, failure = _leave_notice(msg.payload)
     senders.check(msg, rank)
     for r, reason in lost.items():
         if r not in (own_rank, rank):
             inbox.lose(r, f"{shorten(reason)} (seen by rank {rank})", reported=True)
-    inbox.leave(rank)
+    inbox.leave(rank, None if failure is None else shorten(failure))
 
 
-def _leave_notice(payload: Any) -> Tuple[int, Dict[int, str]]:
-    """PG_LEAVE's ``(rank, {rank: reason})``; ProtocolError for anything else."""
+def _leave_notice(payload: Any) -> Tuple[int, Dict[int, str], Optional[str]]:
+    """PG_LEAVE's ``(rank, {rank: reason}, failure or None)``; ProtocolError for
+    anything else."""
     try:
-        rank, lost = payload
+        rank, lost, failure = payload
         lost = dict(lost)
     except (TypeError, ValueError):
-        rank, lost = None, {}
-    if type(rank) is not int or not all(
+        rank, lost, failure = None, {}, None
+    if type(rank) is not int or not (failure is None or type(failure) is str) or not all(
             type(r) is int and type(reason) is str for r, reason in lost.items()):
-        raise ProtocolError(f"PG_LEAVE takes (rank, {{rank: reason}}), got {quote(payload)}")
-    return rank, lost
+        raise ProtocolError(f"PG_LEAVE takes (rank, {{rank: reason}}, failure or null), "
+                            f"got {quote(payload)}")
+    return rank, lost, failure

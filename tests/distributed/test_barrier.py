@@ -70,3 +70,7 @@ def test_a_rank_calling_another_collective_fails_a_large_barrier_on_every_rank()
         assert kind == "CollectiveMismatchError", outcomes[rank]
         assert "barrier" in message and "all_reduce" in message
     assert {kind for kind, _ in outcomes} <= {"CollectiveMismatchError", "RankLostError"}
+    for kind, message in outcomes:  # a rank that left names the mismatch that made it leave
+        if kind == "RankLostError":
+            assert "stopped by CollectiveMismatchError" in message, message
+            assert "all_reduce" in message, message

@@ -115,7 +115,8 @@ def test_a_leave_naming_another_rank_is_refused_with_an_error_and_changes_nothin
     _, receiver, other = transports
     with pytest.raises(WrongConnectionError, match="naming rank 0: it came on the connection "
                                                    "of rank 2"):
-        other._actor.request(receiver.address, Kind.PG_LEAVE, (0, {2: "forged"}), 30).wait(30)
+        other._actor.request(receiver.address, Kind.PG_LEAVE, (0, {2: "forged"}, None),
+                             30).wait(30)
     with pytest.raises(CollectiveTimeoutError):  # not "left the group", nor "rank 2 lost"
         _take(receiver, ("g", 0, 0), 0, 0)
 
@@ -123,17 +124,30 @@ def test_a_leave_naming_another_rank_is_refused_with_an_error_and_changes_nothin
 def test_a_leave_naming_the_ranks_it_found_lost_makes_a_wait_for_the_leaver_name_them(
         transports):
     _, receiver, other = transports
-    other._actor.request(receiver.address, Kind.PG_LEAVE, (2, {0: "its connection dropped"}),
-                         30).wait(30)
+    other._actor.request(receiver.address, Kind.PG_LEAVE,
+                         (2, {0: "its connection dropped"}, None), 30).wait(30)
     with pytest.raises(RankLostError, match=r"^rank 0 lost: its connection dropped "
                                             r"\(seen by rank 2\)$"):
         _take(receiver, ("g", 0, 2), 2, 30)
 
 
+def test_a_wait_for_a_rank_that_left_names_the_error_it_had_raised(transports):
+    _, receiver, other = transports
+    other._actor.request(receiver.address, Kind.PG_LEAVE,
+                         (2, {}, "CollectiveMismatchError: rank 2 called barrier()"), 30).wait(30)
+    with pytest.raises(RankLostError, match=r"^rank 2 lost: left the group before .* was served, "
+                                            r"stopped by CollectiveMismatchError: rank 2 "
+                                            r"called barrier\(\)$"):
+        _take(receiver, ("g", 0, 2), 2, 30)
+
+
 def test_a_malformed_leave_gets_a_protocol_error_and_the_transport_serves_on(transports):
     first, receiver, _ = transports
-    with pytest.raises(ProtocolError, match=r"PG_LEAVE takes \(rank, \{rank: reason\}\), got 7"):
+    with pytest.raises(ProtocolError, match=r"PG_LEAVE takes \(rank, \{rank: reason\}, "
+                                             r"failure or null\), got 7"):
         first._actor.request(receiver.address, Kind.PG_LEAVE, 7, 30).wait(30)
+    with pytest.raises(ProtocolError, match="PG_LEAVE takes"):  # a failure that is no text
+        first._actor.request(receiver.address, Kind.PG_LEAVE, (0, {}, 5), 30).wait(30)
     first.send(1, ("g", 0), "call", "after")
     assert _take(receiver, ("g", 0, 0), 0, 30) == ("call", "after")
 

@@ -96,7 +96,7 @@ class Kind(enum.IntEnum):
     AUTOGRAD_CONTEXT_RELEASE = 0x0301  # one-way: forget these contexts
 
     PG_DATA = 0x0400  # one-way: (key, call, data) for a process group's collective or send
-    PG_LEAVE = 0x0401  # (rank, lost ranks): it destroys its groups; answered with null
+    PG_LEAVE = 0x0401  # (rank, lost ranks, failure): it destroys its groups; answered with null
     PG_SHARE = 0x0402  # map the sender's shared region for same-host arrays; answered with null
 
 
