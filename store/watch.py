@@ -12,6 +12,7 @@ import threading
 from typing import Callable, Dict, Optional, Tuple
 
 from actors.runtime.process.log import get_logger
+from actors.runtime.concurrency.contained import escapes
 from actors.runtime.concurrency.threads import start_thread
 from store.base import WatchCallback
 
@@ -121,6 +122,8 @@ def _run_callbacks(key: str, callbacks: Tuple[WatchCallback, ...], old: Optional
     for callback in callbacks:
         try:
             callback(old, new)
-        except Exception:
+        except BaseException as exc:  # noqa: BLE001
+            if escapes(exc):
+                raise
             # One faulty callback must not starve the others or later events.
             log.exception("watch_callback_failed", key=key, callback=repr(callback))

@@ -11,6 +11,7 @@ import threading
 from typing import Any, Tuple
 
 from actors.runtime import Future, Message
+from actors.runtime.concurrency.contained import escapes
 from actors.runtime.concurrency.futures import completed, failed
 
 from . import hooks as hook_registry
@@ -93,7 +94,9 @@ class Callee:
                 result, _ = self._run(msg)
                 if not getattr(msg.payload[0], "_async_execution", False):
                     result = completed(result)
-            except Exception as exc:  # noqa: BLE001 - delivered to the value and the creator
+            except BaseException as exc:  # noqa: BLE001 - delivered to the value and the creator
+                if escapes(exc):
+                    raise
                 result = failed(exc)
             result.add_done_callback(settle)
 

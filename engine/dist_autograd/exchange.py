@@ -27,6 +27,7 @@ import numpy as np
 
 import actors
 from actors.runtime import Future, Kind
+from actors.runtime.concurrency.contained import escapes
 from actors.runtime.concurrency.futures import completed
 from actors.runtime.process.log import get_logger
 
@@ -159,8 +160,10 @@ class Exchange:
                 with lock:  # replies are folded on several pool threads at once
                     outgoing = self.fold(reply)
                 send(outgoing)
-            except Exception as exc:  # noqa: BLE001 - reported to the requester
+            except BaseException as exc:  # noqa: BLE001 - reported to the requester
                 finish(failure(exc))
+                if escapes(exc):
+                    raise
                 return
             finish(None)
 

@@ -48,6 +48,21 @@ def test_a_remote_exception_is_raised_with_its_type_and_the_remote_traceback(wor
     assert "raise_key_error" in info.value.remote_traceback
 
 
+@pytest.mark.parametrize("name", ["SystemExit", "KeyboardInterrupt"])
+def test_a_remote_function_raising_a_base_exception_answers_it_and_the_worker_serves_on(
+        world, name):
+    """As a local call would: the caller gets the exception; the callee's thread lives."""
+    for _ in range(12):  # more than the callee's pool has threads
+        with pytest.raises(BaseException) as info:
+            actors.rpc_sync("worker1", workers.raise_base, args=(name,), timeout=30)
+        assert type(info.value).__name__ == name and "raise_base" in info.value.remote_traceback
+    assert actors.rpc_sync("worker1", workers.add, args=(1, 2), timeout=30) == 3
+    rref = actors.remote("worker1", workers.raise_base, args=(name,), timeout=30)
+    with pytest.raises(BaseException) as info:
+        rref.to_here(30)
+    assert type(info.value).__name__ == name
+
+
 def test_an_exception_that_cannot_be_rebuilt_arrives_as_remote_error(world):
     with pytest.raises(RemoteError, match="UnpicklableAtCaller: boom") as info:
         actors.rpc_sync("worker2", workers.raise_unpicklable, args=("boom",))

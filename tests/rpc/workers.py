@@ -71,6 +71,11 @@ def raise_key_error(key):
     raise KeyError(f"no entry {key!r}")
 
 
+def raise_base(name):
+    """Raise SystemExit or KeyboardInterrupt, which are not `Exception`s."""
+    raise {"SystemExit": SystemExit, "KeyboardInterrupt": KeyboardInterrupt}[name](name)
+
+
 class UnpicklableAtCaller(Exception):
     """Pickles fine, but cannot be rebuilt: the caller falls back to RemoteError."""
 

@@ -86,6 +86,34 @@ def test_a_failing_callback_does_not_stop_the_others():
     assert seen == [3]
 
 
+@pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt])
+def test_a_callback_raising_a_base_exception_off_the_main_thread_is_logged_and_completion_goes_on(
+        raised):
+    future, seen = Future(), []
+
+    def stop(_future):
+        raise raised("from a callback")
+
+    future.add_done_callback(stop)
+    future.add_done_callback(lambda f: seen.append(f.value()))
+    setter = threading.Thread(target=future.set_result, args=(3,))
+    setter.start()
+    setter.join(10)
+    assert seen == [3]
+
+
+def test_a_keyboard_interrupt_in_a_callback_on_the_main_thread_stops_the_program_as_asked():
+    future = Future()
+
+    def interrupt(_future):
+        raise KeyboardInterrupt
+
+    future.add_done_callback(interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        future.set_result(3)
+    assert future.value() == 3
+
+
 def test_then_holds_the_callbacks_return_value_or_its_exception():
     source = Future()
     doubled = source.then(lambda f: f.value() * 2)

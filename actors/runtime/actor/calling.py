@@ -12,6 +12,7 @@ import time
 from time import monotonic_ns
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from ..concurrency.contained import escapes
 from ..concurrency.futures import Future, Settle, failed
 from ..errors import ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError
 from ..introspection.recorder import ANSWERED, CALLED, RECORDING, SENT, record
@@ -237,7 +238,9 @@ class Calling:
         for callback in self._peer_lost_callbacks:
             try:
                 callback(peer)
-            except Exception:  # noqa: BLE001 - one faulty listener must not stop the others
+            except BaseException as exc:  # noqa: BLE001 - one listener must not stop the others
+                if escapes(exc):
+                    raise
                 log.exception("peer_lost_callback_failed", actor=self.name, peer=peer)
 
     def _fail_requests(self, which: Callable[[Pending], bool], exc: BaseException) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from time import monotonic, monotonic_ns
 from typing import Any, Callable, List, NamedTuple, Optional
 
+from ..concurrency.contained import escapes
 from ..concurrency.futures import Future
 from ..errors import UnknownKindError
 from ..introspection.recorder import RECEIVED, RECORDING, SERVED, record
@@ -84,7 +85,9 @@ class Serving:
             log.info("sender_lost", actor=self.name, sender=identity.hex())
             try:
                 self._sender_lost_callback(identity)
-            except Exception:  # noqa: BLE001 - one faulty listener must not stop the mailbox
+            except BaseException as exc:  # noqa: BLE001 - one listener must not stop the mailbox
+                if escapes(exc):
+                    raise
                 log.exception("sender_lost_callback_failed", actor=self.name)
 
     def _on_request(self, identity: bytes, frames: list) -> None:
@@ -163,8 +166,10 @@ class Serving:
     def _serve(self, handler: Handler, msg: Message) -> None:
         try:
             result = handler(msg)
-        except Exception as exc:  # noqa: BLE001 - becomes the caller's error
+        except BaseException as exc:  # noqa: BLE001 - becomes the caller's error
             self.reply_error(msg, exc)
+            if escapes(exc):
+                raise
             return
         if isinstance(result, Future):
             result.add_done_callback(lambda done: self._reply_with(msg, done))

@@ -11,6 +11,7 @@ from _thread import allocate_lock as _allocate_lock
 from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
 from .blocking import about_to_block
+from .contained import escapes
 from ..errors import RequestTimeoutError
 
 
@@ -177,7 +178,9 @@ class Future:
 def _run_callback(callback: Callable[[Future], None], future: Future) -> None:
     try:
         callback(future)
-    except Exception:  # noqa: BLE001 - a faulty callback must not break completion
+    except BaseException as exc:  # noqa: BLE001 - a faulty callback must not break completion
+        if escapes(exc):
+            raise
         from ..process.log import get_logger
 
         get_logger(__name__).exception("future_callback_failed", callback=repr(callback))

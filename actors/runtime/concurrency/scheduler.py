@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from ..errors import ActorStoppedError
 from ..process.log import get_logger
+from .contained import escapes
 from .threads import new_thread
 
 log = get_logger(__name__)
@@ -106,5 +107,7 @@ class WorkerPool:
     def _run(fn: Callable[..., Any], args: tuple) -> None:
         try:
             fn(*args)
-        except Exception:  # noqa: BLE001 - one failing task must not kill the worker
+        except BaseException as exc:  # noqa: BLE001 - one failing task must not kill the worker
+            if escapes(exc):
+                raise
             log.exception("worker_task_failed", task=getattr(fn, "__qualname__", repr(fn)))
