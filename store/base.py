@@ -18,7 +18,9 @@ DEFAULT_TIMEOUT = 300.0
 
 
 def to_seconds(timeout: Optional[Timeout], name: str = "timeout") -> Optional[float]:
-    """Normalise a float-seconds or timedelta timeout; None stays None."""
+    """Normalise a float-seconds or timedelta timeout; None stays None.
+
+    TypeError for another type, ValueError for NaN."""
     if timeout is None:
         return None
     if isinstance(timeout, timedelta):
@@ -27,6 +29,8 @@ def to_seconds(timeout: Optional[Timeout], name: str = "timeout") -> Optional[fl
         raise TypeError(
             f"{name} must be seconds (float) or a timedelta, got {type(timeout).__name__}"
         )
+    if timeout != timeout:  # NaN: no deadline compares to it, none is ever due
+        raise ValueError(f"{name} must be a number of seconds, got nan")
     return float(timeout)
 
 

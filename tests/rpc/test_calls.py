@@ -91,6 +91,14 @@ def test_a_negative_timeout_means_the_default_as_torchs_unset_rpc_timeout(world,
     assert rref.to_here(timeout=timeout) == "kept"
 
 
+def test_a_nan_timeout_is_a_value_error_and_later_timeouts_still_fire(world):
+    for call in (actors.rpc_sync, actors.rpc_async, actors.remote):
+        with pytest.raises(ValueError, match="timeout must be a number of seconds, got nan"):
+            call("worker1", workers.add, args=(1, 2), timeout=float("nan"))
+    with pytest.raises(RequestTimeoutError):
+        actors.rpc_async("worker1", workers.sleep_then, args=(2, "late"), timeout=0.2).wait(10)
+
+
 @pytest.mark.parametrize("to", ["nobody", 7, -1])
 def test_an_unknown_worker_is_a_value_error_listing_the_known_ones(world, to):
     with pytest.raises(ValueError, match=r"unknown worker .* 'worker0' \(rank 0\), 'worker1'"):

@@ -24,6 +24,12 @@ def test_a_request_to_an_actor_in_another_process_gets_its_reply(peer_process, c
     assert reply["name"] == "w" and reply["step"] == 3
 
 
+def test_a_nan_timeout_is_refused_before_anything_is_sent(client):
+    with pytest.raises(ValueError, match="got nan"):
+        client.request("tcp://127.0.0.1:1", Kind.PING, None, float("nan"))
+    assert client.requests_in_flight() == []
+
+
 def test_large_arrays_arrive_intact(peer_process, client):
     address, _ = peer_process
     big = np.random.default_rng(0).standard_normal(2_000_000).astype(np.float32)

@@ -40,10 +40,11 @@ class Calling:
 
         The payload is encoded on the calling thread, so an unpicklable argument raises
         here, before anything is sent. `timeout`: None waits without limit, else
-        seconds (0 or less: the request times out as soon as it is sent), as everywhere
-        in the runtime. A timeout fails the future with RequestTimeoutError; a lost
-        peer with PeerLostError. `same_host`: `peer` runs on this host, so large
-        buffers may go through shared memory both ways (`protocol.shared_buffers`).
+        seconds (0 or less: the request times out as soon as it is sent; NaN is a
+        ValueError), as everywhere in the runtime. A timeout fails the future with
+        RequestTimeoutError; a lost peer with PeerLostError. `same_host`: `peer` runs
+        on this host, so large buffers may go through shared memory both ways
+        (`protocol.shared_buffers`).
         `what` names what the request calls, in `requests_in_flight` and in the
         flight recorder (default: nothing). `settle(payload, exception)` makes what the
         future holds of the reply, or of the error that ends the request (see
@@ -52,6 +53,8 @@ class Calling:
         """
         if self._stopped:
             raise ActorStoppedError(f"actor {self.name} is stopped")
+        if timeout is not None and timeout != timeout:  # no deadline compares to NaN
+            raise ValueError("timeout must be a number of seconds or None, got nan")
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
         future = Future(settle)
