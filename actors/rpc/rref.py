@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from actors.runtime import Future
+from actors.runtime import Future, RequestTimeoutError
 from actors.runtime.concurrency.futures import completed
 
 from .directory import Destination, WorkerInfo
@@ -67,9 +67,22 @@ class RRef:
 
         The owner's own RRefs and received ones always are: a fork is announced to
         the owner, on an ordered channel, before the RRef that carries it is sent.
-        An RRef made by `remote()` is once the owner has created the value.
+        An RRef made by `remote()` is once the owner has answered its creation (with
+        the value, or the error the function raised): not when the creation timed out
+        or the owner was lost.
         """
-        return self._created is None or self._created.done()
+        created = self._created
+        return created is None or (created.done() and not _unanswered(created.exception()))
+
+    def _check_created(self) -> None:
+        """Raise, as torch does at the next use, if the owner never answered `remote()`
+        in time: it may never hold the value."""
+        created = self._created
+        if created is not None and created.done():
+            exc = created.exception()
+            if isinstance(exc, RequestTimeoutError):
+                raise RequestTimeoutError(f"the creation of {self!r} by remote() timed out, "
+                                          f"so its owner may not hold it: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"RRef(owner={self._owner.name!r}, id=0x{self._rref_id:x})"
@@ -86,6 +99,7 @@ class RRef:
     def to_here(self, timeout: Optional[float] = None) -> Any:
         """A copy of the value, fetched from the owner (`timeout` as for rpc_sync)."""
         timeout = call_timeout(timeout)
+        self._check_created()
         if self.is_owner():
             return self._agent.owners.value(self._rref_id).wait(timeout or None)
         return self._agent.call(self._owner, _fetch, (self._rref_id,), {}, timeout).wait()
@@ -99,6 +113,7 @@ class RRef:
         `get_gradients` of the context); with -1 (or None) a local backward pass,
         which only the owner may run (RRefError elsewhere).
         """
+        self._check_created()
         if dist_autograd_ctx_id is None or dist_autograd_ctx_id == -1:
             if not self.is_owner():
                 raise RRefError(f"backward() of {self!r} without a distributed autograd "
@@ -159,6 +174,7 @@ class _Proxy:
 
     def __getattr__(self, method: str):
         def invoke(*args: Any, **kwargs: Any) -> Any:
+            self._rref._check_created()
             call_args = (self._rref, method, args, kwargs)
             owner, timeout = self._rref.owner(), self._timeout
             if self._mode == "remote":
@@ -169,6 +185,11 @@ class _Proxy:
             return agent.call(owner, _invoke_method, call_args, {}, timeout)
 
         return invoke
+
+
+def _unanswered(exc: Optional[BaseException]) -> bool:
+    """Whether a request failed with `exc` for want of an answer (a timeout, a lost peer)."""
+    return isinstance(exc, (TimeoutError, ConnectionError))
 
 
 def _invoke_method(rref: RRef, method: str, args: tuple, kwargs: dict) -> Future:

@@ -5,6 +5,7 @@ import pytest
 
 import actors
 from actors.rpc import RRefError
+from actors.runtime import RequestTimeoutError
 from tests.rpc import workers
 from tests.waiting import wait_until
 
@@ -79,6 +80,29 @@ def test_async_execution_methods_answer_through_every_proxy_like_torch(world):
     assert rref.rpc_async().add_later(1).wait(10) == 6
     assert rref.remote().add_later(2).to_here(timeout=10) == 8
     assert rref.to_here(timeout=10).value == 8
+
+
+def test_a_creation_that_timed_out_raises_at_the_next_use_of_the_rref_as_in_torch(world):
+    rref = actors.remote("worker1", workers.sleep_then, args=(1.0, "late"), timeout=0.1)
+    with pytest.raises(RequestTimeoutError):
+        rref.confirmed().wait(10)
+    assert not rref.confirmed_by_owner()
+    uses = [lambda: rref.to_here(10), lambda: rref.rpc_sync().upper(),
+            lambda: rref.rpc_async().upper(), lambda: rref.remote().upper()]
+    for use in uses:
+        with pytest.raises(RequestTimeoutError, match=r"the creation of RRef\(owner="
+                                                             r"'worker1', .*\) by remote\(\) "
+                                                             r"timed out"):
+            use()
+
+
+def test_an_rref_whose_function_raised_is_confirmed_and_raises_its_error(world):
+    rref = actors.remote("worker1", workers.raise_key_error, args=("y",))
+    with pytest.raises(KeyError):
+        rref.confirmed().wait(10)
+    assert rref.confirmed_by_owner()
+    with pytest.raises(KeyError, match="no entry 'y'"):
+        rref.to_here(10)
 
 
 def test_confirmed_by_owner_like_torch(world):
