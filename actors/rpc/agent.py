@@ -378,6 +378,8 @@ class RpcAgent(Callee):
         self._leaving = True
         status.remove_section("rpc", self._status)
         self.actor.stop(deliver=not graceful)  # graceful: delivered before the barriers
+        for _, hook in hook_registry.hooks():
+            hook.world_left()
         for channel in self._channels.values():
             channel.close()
         shared_buffers.BLOCKS.release()

@@ -62,6 +62,10 @@ class RpcHook:
     def worker_lost(self, worker: WorkerInfo) -> None:
         """A worker of this world died or became unreachable."""
 
+    def world_left(self) -> None:
+        """This worker left its world (`shutdown`): what the hook kept for that world,
+        it may drop; a later world starts afresh."""
+
 
 _hooks: List[Tuple[str, RpcHook]] = []
 _names: Set[str] = set()

@@ -144,6 +144,12 @@ class ContextContainer:
                 self._released.popitem(last=False)
             return self._contexts.pop(context_id, None)
 
+    def clear(self) -> None:
+        """Forget every context and released id (this worker left its world)."""
+        with self._lock:
+            self._contexts.clear()
+            self._released.clear()
+
     def created_by(self, rank: int) -> List[int]:
         with self._lock:
             return [cid for cid in self._contexts if cid >> RANK_SHIFT == rank]

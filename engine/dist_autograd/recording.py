@@ -160,6 +160,12 @@ class DistAutogradHook(RpcHook):
         if context is not None:
             record_recv(context, message_id, envelope.peer, envelope.payload, lineage)
 
+    def world_left(self) -> None:
+        """Forget every context and owed release of the world this worker left: the
+        workers of a later world may reuse their ids."""
+        owed.clear()
+        container.clear()
+
     def worker_lost(self, worker: WorkerInfo) -> None:
         """Drop the contexts the lost worker created: nobody will release them now."""
         owed.drop(worker.id)

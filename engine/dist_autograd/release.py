@@ -103,6 +103,12 @@ class OwedReleases:
                 if not owed:
                     del self._by_rank[rank]
 
+    def clear(self) -> None:
+        """Forget every owed release (their world is gone)."""
+        with self._lock:
+            self._by_rank.clear()
+            self._flush_due = None
+
     def drop(self, rank: int) -> None:
         """Forget what is owed to a worker that is gone."""
         with self._lock:
