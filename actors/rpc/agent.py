@@ -255,7 +255,7 @@ class RpcAgent(Callee):
         """The reply of a `_request` (or the error that ended it), with a lost
         connection as WorkerLostError; the call is no longer in flight."""
         self._track(-1)
-        if isinstance(exc, PeerLostError):
+        if _lost_here(exc):
             raise WorkerLostError(peer.name, exc.reason) from None
         if exc is not None:
             raise exc
@@ -273,6 +273,8 @@ class RpcAgent(Callee):
                                     same_host=self.directory.shares_host(info),
                                     what=_called(kind, payload))
         except PeerLostError as exc:
+            if not _lost_here(exc):
+                raise
             self.actor.report_lost(self.directory.address(info), exc.reason)
             raise WorkerLostError(info.name, exc.reason) from None
         finally:
@@ -384,6 +386,12 @@ class RpcAgent(Callee):
             channel.close()
         shared_buffers.BLOCKS.release()
         log.info("rpc_worker_left", worker=self.name, graceful=graceful)
+
+
+def _lost_here(exc: Optional[BaseException]) -> bool:
+    """Whether `exc` says this worker's connection to the callee was lost, rather than
+    being an error the callee answered with (a worker it called was lost)."""
+    return isinstance(exc, PeerLostError) and not hasattr(exc, "remote_traceback")
 
 
 def _called(kind: int, payload: Any) -> Any:

@@ -34,6 +34,17 @@ def test_a_dead_worker_fails_pending_calls_promptly_with_a_runtime_error_as_in_t
         assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
 
 
+def test_a_worker_lost_further_down_a_chain_is_named_and_the_one_between_serves_on():
+    with rpc_world(4):
+        with pytest.raises(WorkerLostError, match="worker 'worker2'") as info:
+            actors.rpc_sync("worker1", workers.call_dying, args=("worker2",), timeout=60)
+        assert info.value.worker == "worker2" and info.value.remote_traceback
+        with pytest.raises(WorkerLostError, match="worker 'worker3'"):
+            actors.rpc_async("worker1", workers.call_dying, args=("worker3",), timeout=60).wait(60)
+        assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
+        assert actors.rpc_async("worker1", workers.add, args=(2, 3)).wait(60) == 5
+
+
 def test_a_call_to_a_worker_killed_before_this_worker_ever_reached_it_fails_promptly():
     with rpc_world(3) as procs:
         procs[1].kill()

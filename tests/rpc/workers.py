@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -69,6 +70,15 @@ def hang():
 
 def raise_key_error(key):
     raise KeyError(f"no entry {key!r}")
+
+
+def die_now():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def call_dying(to):
+    """Call worker `to`, which dies serving the call."""
+    return actors.rpc_sync(to, die_now, timeout=60)
 
 
 def raise_base(name):
