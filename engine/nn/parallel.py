@@ -21,8 +21,16 @@ backward (the gradients already written are the identical averages, so ranks nev
 diverge). With ``find_unused_parameters=True`` the parameters that the forward's
 outputs do not reach (a walk of the autograd graph) are marked ready at the first
 hook, as torch does; a parameter with a gradient on some ranks gets their sum over
-the world size, one with none anywhere keeps ``grad`` None. Inside `no_sync()`
-gradients accumulate locally; the next synchronised backward averages the sum.
+the world size, one with none anywhere keeps ``grad`` None. A forward inside
+`no_sync()` makes its backward accumulate gradients locally; the next synchronised
+backward averages the sum. As in torch, the forward decides: a backward of a forward
+run inside the block stays local even when it runs outside, and the other way round.
+
+What no rank can tell, as in torch: a rank whose backward reaches none of the
+parameters (its loss does not depend on the output) takes no part in that iteration's
+reduction, exactly as a forward whose output is never used does; the others' reduction
+then pairs with its next one. So every rank's loss must depend on the output, and a
+rank whose backward raised must not go on alone (its error ends the job).
 """
 from __future__ import annotations
 
@@ -79,6 +87,7 @@ class DistributedDataParallel(Module):
         super().__init__()
         self.module = module
         _set(self, _group=process_group, _sync=True,
+             _syncs=True,  # whether the last forward's backward synchronises
              _find_unused=bool(find_unused_parameters or static_graph),
              _next=0,  # the next bucket to start
              _armed=False,  # a hook fired: the reduction must finish before the next forward
@@ -114,6 +123,8 @@ class DistributedDataParallel(Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if self._armed:  # the previous backward ended before its reduction did
             self._finish(at_forward=True)
+        if is_grad_enabled():
+            _set(self, _syncs=self._sync)
         output = self.module(*args, **kwargs)
         if self._find_unused and self._sync and is_grad_enabled():
             reached = _reached_parameters(output)
@@ -122,7 +133,8 @@ class DistributedDataParallel(Module):
 
     @contextlib.contextmanager
     def no_sync(self) -> Iterator[None]:
-        """Backward passes inside accumulate gradients locally, without communicating."""
+        """The backward of a forward run inside accumulates gradients locally, without
+        communicating (as torch's: the forward decides, wherever the backward runs)."""
         previous = self._sync
         _set(self, _sync=False)
         try:
@@ -131,7 +143,7 @@ class DistributedDataParallel(Module):
             _set(self, _sync=previous)
 
     def _on_grad_ready(self, param: Parameter) -> None:
-        if not self._sync:
+        if not self._syncs:
             return
         if not self._armed:
             _set(self, _armed=True)

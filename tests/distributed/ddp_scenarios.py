@@ -68,3 +68,33 @@ def train_branchy(rank, world, find_unused, extra_on):
         steps.append((error, grads))
         optimizer.step()
     return steps, {name: p.data.copy() for name, p in model.module.named_parameters()}
+
+
+def no_sync_decided_by_the_forward(rank, world):
+    """The gradients of one step whose forward ran inside `no_sync()` and whose backward
+    ran outside, then of one the other way round, and this rank's own gradient of the
+    batch (the same batch both times)."""
+    from engine import Tensor
+    from engine.nn import functional as F
+    from engine.nn.parallel import DistributedDataParallel
+
+    model = DistributedDataParallel(branchy(seed=5))
+    inputs, targets = batches(world)[0]
+    mine = slice(rank * PER_RANK, (rank + 1) * PER_RANK)
+    x, y = Tensor(inputs[mine]), Tensor(targets[mine])
+    found = []
+    for forward_inside in (True, False):
+        model.zero_grad()
+        if forward_inside:
+            with model.no_sync():
+                loss = F.mse_loss(model(x, True), y)
+            loss.backward()
+        else:
+            loss = F.mse_loss(model(x, True), y)
+            with model.no_sync():
+                loss.backward()
+        found.append(model.module.used.weight.grad.copy())
+    model.zero_grad()
+    with model.no_sync():
+        F.mse_loss(model(x, True), y).backward()
+    return found + [model.module.used.weight.grad.copy()]

@@ -86,3 +86,13 @@ def test_find_unused_parameters_averages_a_parameter_used_on_one_rank_with_zeros
     for name in results[0][0][0][1]:
         assert results[0][0][0][1][name].tobytes() == results[1][0][0][1][name].tobytes()
     _identical_across_ranks(results)
+
+
+def test_the_forward_decides_whether_a_backward_synchronises_as_in_torch():
+    """torch: the forward must run inside `no_sync()` for its backward to stay local."""
+    results = run_ranks(2, sc.no_sync_decided_by_the_forward, timeout=RANKS_FINISH)
+    own = [result[2] for result in results]
+    assert not np.allclose(own[0], own[1])
+    for rank, (local, synced, _) in enumerate(results):
+        np.testing.assert_array_equal(local, own[rank])  # forward inside: stays local
+        np.testing.assert_allclose(synced, (own[0] + own[1]) / 2, rtol=1e-6)  # outside
