@@ -210,9 +210,11 @@ class DistributedDataParallel(Module):
             size = param.data.size
             if ranks < divisor and not self._find_unused:
                 missing[name] = int(ranks)
-            if ranks or not self._find_unused:  # none anywhere: grad stays None (torch)
+            if ranks or not self._find_unused:
                 param.grad = flat[offset:offset + size].reshape(param.shape).astype(
                     param.dtype, copy=True)
+            else:  # none counted anywhere: None, as torch (a member healing counts none)
+                param.grad = None
             offset += size
         return missing
 

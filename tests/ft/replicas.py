@@ -31,6 +31,22 @@ def build(seed: int) -> nn.Module:
     return model
 
 
+class WithExtra(nn.Module):
+    """`main`, plus a layer that only the replicas told to use it add to the output."""
+
+    def __init__(self, main: nn.Module, seed: int):
+        super().__init__()
+        self.main = main
+        self.extra = nn.Linear(DIM, 1)
+        rng = np.random.default_rng(seed + 1)
+        for param in self.extra.parameters():
+            param.data[...] = rng.standard_normal(param.shape).astype(param.dtype) * 0.3
+
+    def forward(self, x, use_extra: bool):
+        out = self.main(x)
+        return out + self.extra(x) if use_extra else out
+
+
 def batch(seed: int, step: int, replica: str):
     rng = np.random.default_rng([seed, step, int(replica)])
     x = rng.standard_normal((16, DIM)).astype(np.float32)
@@ -89,18 +105,23 @@ class _Faulty(ft.Manager):
 def run(port: int, session: str, replica: str, world: int, steps: int, results: Any,
         seed: int = 0, fault: Optional[tuple] = None, min_replica_size: int = 1,
         timeout: float = 5.0, deadline: float = 60.0, with_member: Optional[str] = None,
-        attempts: Optional[int] = None, join_timeout: float = 60.0) -> None:
+        attempts: Optional[int] = None, join_timeout: float = 60.0,
+        extra_on: Optional[str] = None) -> None:
     """Train until `steps` steps committed and, if `with_member`, the last 3 committed
     in a row with that member in the quorum (or `attempts` steps tried, or `deadline`
     seconds), reporting each step as
     (replica, step_after, committed, participants, members, digest, pid),
-    then (replica, 'done', step, digest); or (replica, 'error', its text) and raise."""
+    then (replica, 'done', step, digest); or (replica, 'error', its text) and raise.
+    With `extra_on`, the model has a layer that only that replica uses
+    (`find_unused_parameters=True`)."""
     store = TCPStore("127.0.0.1", port, timeout=30)
     manager = _Faulty(min_replica_size, store=store, replica_id=replica, world_size=world,
                       session=session, timeout=timeout, join_timeout=join_timeout,
                       progress=False)
     manager.fault, manager.reports = fault, results
-    model = ft.DistributedDataParallel(manager, build(seed))
+    module = build(seed) if extra_on is None else WithExtra(build(seed), seed)
+    model = ft.DistributedDataParallel(manager, module, find_unused_parameters=extra_on is not None)
+    inputs = () if extra_on is None else (replica == extra_on,)
     optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.05,
                                                        momentum=0.9))
     end = time.monotonic() + deadline
@@ -117,7 +138,7 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
             tried += 1
             optimizer.zero_grad()
             x, y = batch(seed, manager.current_step(), replica)
-            loss = nn.functional.mse_loss(model(x), y)
+            loss = nn.functional.mse_loss(model(x, *inputs), y)
             loss.backward()
             committed = optimizer.step()
             step_plan = manager.wait_quorum()  # the plan of the step just decided

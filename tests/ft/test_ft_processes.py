@@ -156,6 +156,21 @@ def test_a_restarted_replica_receives_the_state_and_takes_part_in_the_next_steps
 
 
 @pytest.mark.slow
+def test_a_restarted_replica_using_a_parameter_nobody_else_uses_heals_to_the_same_state():
+    """find_unused_parameters=True: in its healing step no member counts a gradient for
+    that parameter, so the newcomer drops its own rather than apply it to the state."""
+    with job() as j:
+        for r in "012":
+            j.start(r, 3, 6, with_member="2" if r != "2" else None, extra_on="2",
+                    fault=("kill_in_allreduce", 3) if r == "2" else None)
+        assert j.wait_exit("2") == -signal.SIGKILL
+        j.start("2", 3, 0, with_member="2", extra_on="2")
+        j.collect("012")
+        assert_consistent(j)
+        assert j.done["0"][3] == j.done["1"][3] == j.done["2"][3]
+
+
+@pytest.mark.slow
 def test_a_newcomer_after_many_steps_without_a_change_walks_to_the_current_round():
     with job() as j:
         for r in "01":
