@@ -7,8 +7,9 @@ averages the gradients over the step's quorum. With ``--kill-at N`` the replica
 not commit, they form a new group among themselves and go on at once; the launcher
 (``--restart-policy failed``) starts only that worker again, which joins at a step
 boundary and receives the parameters, the optimizer state and the step number from a
-live replica, with no checkpoint file. Every replica prints a line when its quorum
-changes; rank 0 prints the loss and, at the end, the held-out accuracy:
+live replica, with no checkpoint file (if the others finish first, it says so and
+ends). Every replica prints a line when its quorum changes; rank 0 prints the loss
+and, at the end, the held-out accuracy:
 
     python -m actors.launch --standalone --nproc-per-node 4 --restart-policy failed \\
         --max-restarts 3 examples/ft_train.py --kill-at 100
@@ -63,6 +64,25 @@ def main() -> int:
                                                               momentum=0.9))
     print(f"replica {rank} (PID {os.getpid()}) started"
           + ("" if first_life else ", restarted by the launcher"), flush=True)
+    try:
+        train(manager, model, optimizer, rank, first_life, x_train, y_train, args)
+    except ft.ReplicasLeftError as exc:  # back after the others finished: nothing to do
+        print(f"replica {rank}: {exc}", flush=True)
+        manager.shutdown()
+        return 0
+    with engine.no_grad():
+        predicted = model(engine.from_numpy(x_test)).data.argmax(axis=1)
+    if rank == 0:
+        print(f"final held-out accuracy {(predicted == y_test).mean():.2%} after "
+              f"{manager.current_step()} steps", flush=True)
+    manager.shutdown()
+    return 0
+
+
+def train(manager: ft.Manager, model: ft.DistributedDataParallel,
+          optimizer: ft.OptimizerWrapper, rank: int, first_life: bool, x_train: np.ndarray,
+          y_train: np.ndarray, args: argparse.Namespace) -> None:
+    """Steps until the job's step count reaches --steps; the kill, if asked, on the way."""
     started, losses, failed = time.perf_counter(), [], 0
     while manager.current_step() < args.steps:
         step = manager.current_step()
@@ -84,13 +104,6 @@ def main() -> int:
                   f"({manager.num_participants()} replicas, {failed} steps not committed, "
                   f"{time.perf_counter() - started:.1f}s)", flush=True)
             losses = []
-    with engine.no_grad():
-        predicted = model(engine.from_numpy(x_test)).data.argmax(axis=1)
-    if rank == 0:
-        print(f"final held-out accuracy {(predicted == y_test).mean():.2%} after "
-              f"{manager.current_step()} steps", flush=True)
-    manager.shutdown()
-    return 0
 
 
 if __name__ == "__main__":

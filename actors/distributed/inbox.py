@@ -95,6 +95,11 @@ class Inbox:
         with self._cond:
             return dict(self._lost)
 
+    def departed(self) -> Set[int]:
+        """The ranks that said they left."""
+        with self._cond:
+            return set(self._left)
+
     def has_left(self, rank: int) -> bool:
         """Whether `rank` said it left."""
         with self._cond:

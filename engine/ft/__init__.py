@@ -14,10 +14,10 @@ process joins at a step boundary and receives the state from a live member.
 See docs/ELASTIC.md.
 """
 from .ddp import DistributedDataParallel
-from .holders import NoLiveReplicaError
+from .holders import NoLiveReplicaError, ReplicasLeftError
 from .manager import Manager
 from .optimizer import OptimizerWrapper
 from .quorum import Plan
 
 __all__ = ["Manager", "DistributedDataParallel", "OptimizerWrapper", "Plan",
-           "NoLiveReplicaError"]
+           "NoLiveReplicaError", "ReplicasLeftError"]

@@ -8,21 +8,30 @@ rounds, and deletes it once it falls behind. Newcomers never release a round by
 themselves, so a newcomer holding nothing that found no round to join within its join
 timeout looks here: with no other holder, every replica was lost at once and nobody
 can give it the state (`NoLiveReplicaError`), where it would otherwise wait for ever.
+A member that shuts down holding the state says so (``left/<replica id>``, its step),
+so that a newcomer that comes after every member left, the job finished, is told
+that at once (`ReplicasLeftError`), not that every replica was lost.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 from actors.runtime.process.log import get_logger
 
 log = get_logger(__name__)
 
 PREFIX = "holders/"
+LEFT = "left/"  # left/<replica id>: the step at which that replica shut down, holding the state
 
 
 class NoLiveReplicaError(RuntimeError):
     """No live member of the job holds the state a newcomer must receive: every replica
     was lost at once. Raised into the training loop, since no later step can succeed."""
+
+
+class ReplicasLeftError(NoLiveReplicaError):
+    """No live member holds the state because every one that did shut down (left the
+    job, e.g. having finished it) before this newcomer could join."""
 
 
 class Holders:
@@ -55,6 +64,46 @@ class Holders:
         except Exception as exc:  # noqa: BLE001 - it lapses with the session anyway
             log.info("ft_holder_key_not_deleted", replica=self._me,
                      error=f"{type(exc).__name__}: {exc}")
+
+    def leave(self, step: int) -> None:
+        """Say that this replica shuts down at `step` holding the state, then drop its
+        key: a newcomer that finds nobody left to join can tell why."""
+        if not self.holding:
+            return
+        try:
+            self._keys.set(LEFT + self._me, str(step))
+        except Exception as exc:  # noqa: BLE001 - the store may be gone at the job's end
+            log.info("ft_left_key_not_set", replica=self._me,
+                     error=f"{type(exc).__name__}: {exc}")
+        self.drop()
+
+    def departed(self) -> Dict[str, int]:
+        """{replica id: step} of the replicas that shut down holding the state."""
+        keys = sorted(key for key in self._keys.list_keys() if key.startswith(LEFT))
+        steps = self._keys.multi_get(keys) if keys else []
+        return {key[len(LEFT):]: int(step) for key, step in zip(keys, steps)}
+
+    def check_joinable(self, waiting: Exception, final: bool) -> None:
+        """For a newcomer whose wait for a round to join (`waiting`) timed out: raise
+        ReplicasLeftError if no live replica holds the state and some left holding it;
+        `final` (its join timeout is over), NoLiveReplicaError if no live one holds it."""
+        if self.holding or self.others() != []:
+            return
+        departed = self.departed()
+        if departed:
+            raise ReplicasLeftError(
+                f"replica {self._me!r} found nobody to join: every replica that held the "
+                f"state left the job (shut down) by step {max(departed.values())} "
+                f"({', '.join(sorted(departed))}). The job has finished if they did; "
+                f"engine.ft keeps no checkpoint, so there is nothing to rejoin") from waiting
+        if final:
+            raise NoLiveReplicaError(
+                f"replica {self._me!r} found no round to join in time and no live member "
+                f"that holds the state to receive it from: every replica of this job was "
+                f"lost at once, and engine.ft keeps no checkpoint. Restart the job: under "
+                f"the launcher's default --restart-policy all a restart is a new session, "
+                f"which starts again from round 0 (and from the script's own checkpoint, "
+                f"if it keeps one)") from waiting
 
     def others(self) -> Optional[List[str]]:
         """The other replicas that hold the state now; None if the store cannot tell."""

@@ -55,6 +55,8 @@ SLICE = 0.25
 # rounds per step that a walk can span), rather than every step paying a store write.
 LATEST_EVERY = 16
 CLOSE_TIMEOUT = 0.5  # for telling a replaced group's peers that this member leaves
+# A newcomer asks this often (seconds) whether anyone is left to join.
+JOIN_SLICE = 1.0
 
 
 class Manager:
@@ -133,7 +135,7 @@ class Manager:
         """This step's plan, once the quorum (and any state transfer) is done; None if it
         failed (the failure is recorded: the step will not commit). Between steps: the
         plan of the step last decided. NoLiveReplicaError, on this and every later call,
-        when every replica was lost at once."""
+        when every replica was lost at once; its ReplicasLeftError when every one left."""
         if self._quorum is None:
             return self._plan
         try:
@@ -222,8 +224,11 @@ class Manager:
         return step_plan is not None and not step_plan.healing
 
     def shutdown(self) -> None:
-        """End the background thread and the group; close the store if this made it."""
+        """Leave the job: end the background thread and the group, and close the store
+        if this made it. A member holding the state says at which step it left; the
+        others stop expecting it at once (its group's peers hear that it left)."""
         self._pool.shutdown(wait=True)
+        self._holders.leave(self._step)
         self._close_group()
         if self._owned_store:
             self._store.close()
@@ -246,11 +251,10 @@ class Manager:
                                            timeout=max(0.01, deadline - time.monotonic()))
             elif newcomer:
                 try:
-                    result = self._keys.quorum(name, me, data,
-                                               timeout=max(0.01, deadline - time.monotonic()))
+                    result = self._join(name, data, deadline)
                 except StoreTimeoutError as exc:
                     self._round = None  # the next try starts again from `latest`
-                    self._check_someone_holds_the_state(exc)
+                    self._holders.check_joinable(exc, final=True)
                     raise
             else:
                 result = self._arrive(name, data.decode(), self._last,
@@ -308,18 +312,21 @@ class Manager:
                                    f"{round_}, but the others went on to round {latest}; "
                                    f"it joins again as a newcomer")
 
-    def _check_someone_holds_the_state(self, timed_out: StoreTimeoutError) -> None:
-        """NoLiveReplicaError if this process holds nothing and no other live member holds
-        the state it needs."""
-        if not self._holders.holding and self._holders.others() == []:
-            raise NoLiveReplicaError(
-                f"replica {self.replica_id!r} found no round to join in time and no live "
-                f"member that holds the state to receive it from: every replica of this "
-                f"job was lost at once, and engine.ft keeps no checkpoint. Restart the "
-                f"job: under the launcher's default --restart-policy all a restart is a "
-                f"new session, which starts again from round 0 (and from the script's own "
-                f"checkpoint, if it keeps one)"
-            ) from timed_out
+    def _join(self, name: str, data: bytes, deadline: float) -> Dict[str, bytes]:
+        """Arrive at round `name` as a newcomer until `deadline`, in slices of JOIN_SLICE:
+        between them, ReplicasLeftError once every member that held the state left."""
+        with SlowWait(lambda: quorum_wait_text(name, self.replica_id, None, None, None)
+                      ) as report:
+            while True:
+                remaining = deadline - time.monotonic()
+                try:
+                    return self._keys.quorum(name, self.replica_id, data,
+                                             timeout=max(0.01, min(JOIN_SLICE, remaining)))
+                except StoreTimeoutError as exc:
+                    if remaining <= JOIN_SLICE:
+                        raise
+                    self._holders.check_joinable(exc, final=False)
+                report.tick()
 
     def _arrive(self, name: str, data: str, basis: Optional[Plan], timeout: float,
                 final_min: int) -> Dict[str, bytes]:
@@ -350,9 +357,12 @@ class Manager:
                 report.tick()
 
     def _known_lost(self) -> set:
+        """Group ranks the next round need not wait for: lost, or left (shut down)."""
         lost = set(self._lost_ranks)
         if self._group is not None:
-            lost.update(self._group.transport.inbox.lost())
+            inbox = self._group.transport.inbox
+            lost.update(inbox.lost())
+            lost.update(inbox.departed())
         return lost
 
     def _reform(self, step_plan: Plan) -> None:

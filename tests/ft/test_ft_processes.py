@@ -280,3 +280,26 @@ def test_a_newcomer_whose_only_sender_dies_in_the_transfer_fails_saying_so():
         assert j.done["1"][1] == "error", j.done["1"]
         assert j.done["1"][2].startswith("NoLiveReplicaError: replica '1' found no round")
         assert not any(rep[2] for rep in j.steps["1"])  # it never trained on its own
+
+
+@pytest.mark.slow
+def test_a_member_that_shuts_down_is_not_waited_for_and_a_newcomer_after_all_left_is_told():
+    """The survivors' next quorum does not wait out its timeout for a member that left;
+    a newcomer that comes after every member left hears that at once, not after its
+    join timeout, and not that every replica was lost."""
+    with job() as j:
+        started = time.monotonic()
+        for r, steps in (("0", 8), ("1", 8), ("2", 3)):
+            j.start(r, 3, steps, timeout=20.0)  # also how long a quorum waits for a member
+        j.collect("012")
+        assert time.monotonic() - started < 15.0  # with a wait of 20 s for "2", above 20
+        steps_after = [rep for rep in j.steps["0"] if rep[1] > 3]
+        assert steps_after and all(rep[2] for rep in steps_after)
+        assert "2" not in steps_after[-1][4]
+        assert_consistent(j)
+        j.start("3", 3, 8, join_timeout=60.0)
+        j.collect("3", timeout=30)  # within the 60 s it would otherwise wait
+        assert j.done["3"][1] == "error"
+        assert j.done["3"][2].startswith("ReplicasLeftError: replica '3' found nobody to "
+                                         "join: every replica that held the state left the "
+                                         "job (shut down) by step 8 (0, 1, 2)"), j.done["3"]
