@@ -3,7 +3,9 @@
 Each process that joins a job through a store (`init_rpc`, `init_process_group`)
 sets ``introspection/<host>/<pid>/<role>`` to a JSON object naming its address,
 role, name and rank. The commands list the store's keys to find them all, from the
-root store or any prefix of it.
+root store or any prefix of it. Given the launcher's rendezvous store instead (the
+address it prints first), they follow its latest round to the workers' store
+(`workers_store`).
 """
 from __future__ import annotations
 
@@ -48,6 +50,29 @@ def is_entry_key(key: str) -> bool:
     """Whether `key` (under any prefix) is a published introspection entry."""
     parts = key.split("/")
     return len(parts) >= 4 and parts[-4] == SEGMENT
+
+
+def workers_store(store: Any) -> Optional[str]:
+    """``HOST:PORT`` of the workers' store (their MASTER_ADDR:MASTER_PORT) that the latest
+    rendezvous round in `store` names, when `store` has no entries of its own (it is a
+    launcher's rendezvous store); else None."""
+    keys = store.list_keys()
+    if any(is_entry_key(key) for key in keys):
+        return None
+    rounds = []
+    for key in keys:
+        parts = key.split("/")
+        if parts[-1] == "MASTER_ADDR" and len(parts) >= 3 and parts[-3] == "round" \
+                and parts[-2].isdigit():
+            rounds.append((int(parts[-2]), key[:-len("MASTER_ADDR")]))
+    if not rounds:
+        return None
+    prefix = max(rounds)[1]
+    try:
+        addr, port = store.multi_get([prefix + "MASTER_ADDR", prefix + "MASTER_PORT"])
+    except Exception:  # noqa: BLE001 - a round half written: nothing to follow yet
+        return None
+    return f"{addr.decode()}:{int(port)}"
 
 
 def entries(store: Any) -> List[Dict[str, Any]]:

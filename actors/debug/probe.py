@@ -40,7 +40,21 @@ def parse_store(spec: str) -> Tuple[str, int, Optional[str]]:
 
 def open_store(spec: str, timeout: float = 10.0) -> Store:
     """A client of the job's store at ``HOST:PORT`` (its TCPStore) or
-    ``etcd://HOST:PORT/PREFIX`` (its keys on an etcd server)."""
+    ``etcd://HOST:PORT/PREFIX`` (its keys on an etcd server); given the launcher's
+    rendezvous store, of the workers' store its latest round names."""
+    store = _client(spec, timeout)
+    try:
+        workers = directory.workers_store(store)
+    except Exception:
+        store.close()
+        raise
+    if workers is None:
+        return store
+    store.close()
+    return _client(workers, timeout)
+
+
+def _client(spec: str, timeout: float) -> Store:
     host, port, prefix = parse_store(spec)
     if prefix is None:
         return TCPStore(host, port, is_master=False, timeout=timeout)
