@@ -46,7 +46,9 @@ def _state(status: Dict[str, Any]) -> str:
     if _collective(status):
         return "collective"
     rpc = status.get("rpc") or {}
-    return "busy" if rpc.get("serving") else "idle"
+    if rpc.get("serving"):
+        return "busy"
+    return "waiting" if rpc.get("waiting") else "idle"
 
 
 def rows(before: Sequence[Dict[str, Any]], now: Sequence[Dict[str, Any]],

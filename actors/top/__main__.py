@@ -1,7 +1,7 @@
 """``python -m actors.top --store HOST:PORT``: the live view (see `actors.top`).
 
 Exit status: 0 (Ctrl-C ends the live view); 1 when the job's store cannot be
-reached; 2 for a usage error.
+reached, or goes away (the job ended); 2 for a usage error.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from actors.debug import snapshot
 from actors.debug.cli import STORE_HELP, positive_seconds, reach_store, store_spec
 from actors.debug.probe import DEFAULT_TIMEOUT
 from actors.top import COLUMNS, cells, rows
+from store.errors import StoreError
 
 PROG = "python -m actors.top"
 
@@ -77,6 +78,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 live.update(table(found, args.store), refresh=True)
     except KeyboardInterrupt:
         return 0
+    except StoreError as error:  # the job ended, or the process that hosted its store died
+        print(f"{PROG}: the job's store at {args.store} is gone: {error}", file=sys.stderr)
+        return 1
     finally:
         store.close()
 

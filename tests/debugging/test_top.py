@@ -76,3 +76,12 @@ def test_rates_come_from_two_snapshots():
             "rank": 0, "state": "ok"}]
     [row] = rows(before, now, 2.0)
     assert (row["msgs_per_s_in"], row["msgs_per_s_out"], row["state"]) == (10.0, 0.0, "idle")
+
+
+def test_a_worker_waiting_for_its_call_is_waiting_one_serving_is_busy():
+    waiting = {"host": "h", "pid": 1, "state": "ok",
+               "rpc": {"waiting": [{"function": "f", "age_s": 3.0, "peer": "w1"}]}}
+    serving = {"host": "h", "pid": 2, "state": "ok", "rpc": {
+        "waiting": [{"function": "g", "age_s": 1.0, "peer": "w2"}],
+        "serving": [{"function": "f", "age_s": 2.0, "caller": "w0"}]}}
+    assert [row["state"] for row in rows([], [waiting, serving], 1.0)] == ["waiting", "busy"]
