@@ -36,12 +36,13 @@ _FILE_CLOCK_ERROR_NS = 1_000_000
 
 
 @contextlib.contextmanager
-def _store(store: StoreLike) -> Iterator[Any]:
-    """The store itself, or a client of ``"HOST:PORT"`` (or etcd://) closed after use."""
+def _store(store: StoreLike, timeout: float) -> Iterator[Any]:
+    """The store itself, or a client of ``"HOST:PORT"`` (or etcd://) closed after use,
+    reached within `timeout` (`open_store`)."""
     if not isinstance(store, str):
         yield store
         return
-    client = open_store(store)
+    client = open_store(store, timeout)
     try:
         yield client
     finally:
@@ -52,7 +53,7 @@ def snapshot(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> List[Dict[st
     """Every process's STATUS, plus ``"state"`` (ok, dead or hung) and ``"address"``;
     a process that did not answer has its published name and rank and a ``"reason"``."""
     found = []
-    with _store(store) as opened:
+    with _store(store, timeout) as opened:
         answers = ask_job(opened, Kind.STATUS, timeout)
     for entry, probe in answers:
         status = dict(probe.status or {"name": entry.get("name"), "rank": entry.get("rank"),
@@ -73,7 +74,7 @@ def stacks(store: StoreLike, rank: Optional[int] = None,
            timeout: float = DEFAULT_TIMEOUT) -> List[Dict[str, Any]]:
     """Every process's (or `rank`'s) thread stacks: ``{"name", "rank", ..., "threads"}``."""
     found = []
-    with _store(store) as opened:
+    with _store(store, timeout) as opened:
         answers = ask_job(opened, Kind.STACKS, timeout, rank)
     for entry, probe in answers:
         answer = dict(probe.status or {"name": entry.get("name"), "rank": entry.get("rank"),
@@ -85,7 +86,7 @@ def stacks(store: StoreLike, rank: Optional[int] = None,
 
 def collectives(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> List[str]:
     """Which collective is in progress and, for each rank not waiting in it, why."""
-    with _store(store) as opened:
+    with _store(store, timeout) as opened:
         return diagnose([probe for _, probe in ask_job(opened, Kind.STATUS, timeout)])
 
 
@@ -93,7 +94,7 @@ def trace(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> Dict[str, Any]:
     """Every live process's flight recorder merged into one Chrome-trace / Perfetto JSON
     (see `actors.debug.trace`); processes that do not answer are left out."""
     recordings = []
-    with _store(store) as opened:
+    with _store(store, timeout) as opened:
         entries = directory.entries(opened)
     for entry in entries:
         channel = Channel(entry["address"], connect_timeout=timeout)
@@ -116,12 +117,20 @@ def trace(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> Dict[str, Any]:
 
 
 def trace_files(paths: Sequence[str]) -> Dict[str, Any]:
-    """`trace` from flight recorder files (after the job ended), one per process."""
+    """`trace` from flight recorder files (after the job ended), one per process;
+    ValueError naming a file that is not one (OSError for one that cannot be read)."""
     recordings = []
     for path in paths:
         with open(path) as source:
-            recording = json.load(source)
-        recording.update(offset_ns=file_offset(recording), offset_error_ns=_FILE_CLOCK_ERROR_NS)
+            try:
+                recording = json.load(source)
+                offset = file_offset(recording)
+                if not isinstance(recording["entries"], list):
+                    raise TypeError("its entries are not a list")
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(f"{path} is not a flight recorder file "
+                                 f"({type(error).__name__}: {error})") from None
+        recording.update(offset_ns=offset, offset_error_ns=_FILE_CLOCK_ERROR_NS)
         recordings.append(recording)
     return merge(recordings)
 

@@ -17,8 +17,6 @@ from . import (calls, collectives, format_chain, format_stack_report, snapshot, 
 from .probe import DEFAULT_TIMEOUT, open_store, parse_store
 
 PROG = "python -m actors.debug"
-# How long to try reaching the job's store (at least; --timeout may say more).
-STORE_CONNECT_TIMEOUT = 3.0
 
 
 def store_spec(text: str) -> str:
@@ -49,7 +47,7 @@ def reach_store(spec: str, timeout: float, prog: str) -> Optional[Store]:
     """A client of the job's store at `spec`, or None after one line on stderr saying why
     it cannot be reached (the commands then exit 1)."""
     try:
-        return open_store(spec, max(timeout, STORE_CONNECT_TIMEOUT))
+        return open_store(spec, timeout)
     except Exception as error:  # noqa: BLE001 - one line for the person at the shell
         print(f"{prog}: cannot reach the job's store at {spec}: {error}", file=sys.stderr)
         return None
@@ -127,7 +125,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             args.usage_error("give either --store HOST:PORT or recorder FILEs, not both")
         try:
             return _write_trace(args)
-        except OSError as error:
+        except (OSError, ValueError) as error:  # a file unreadable, or not a recorder
             print(f"{PROG} trace: {error}", file=sys.stderr)
             return 1
     store = reach_store(args.store, args.timeout, PROG)

@@ -19,6 +19,9 @@ from . import directory
 from .diagnosis import DEAD, HUNG, OK, Probe
 
 DEFAULT_TIMEOUT = 2.0
+# The least time given to reaching the job's store (seconds): a short --timeout is
+# for the processes' answers.
+STORE_CONNECT_TIMEOUT = 3.0
 ETCD = "etcd://"
 
 
@@ -38,10 +41,12 @@ def parse_store(spec: str) -> Tuple[str, int, Optional[str]]:
     return host, int(port), "/" + (prefix.strip("/") or "actorgrad")
 
 
-def open_store(spec: str, timeout: float = 10.0) -> Store:
+def open_store(spec: str, timeout: float = STORE_CONNECT_TIMEOUT) -> Store:
     """A client of the job's store at ``HOST:PORT`` (its TCPStore) or
-    ``etcd://HOST:PORT/PREFIX`` (its keys on an etcd server); given the launcher's
-    rendezvous store, of the workers' store its latest round names."""
+    ``etcd://HOST:PORT/PREFIX`` (its keys on an etcd server), reached within `timeout`
+    (STORE_CONNECT_TIMEOUT at least); given the launcher's rendezvous store, of the
+    workers' store its latest round names."""
+    timeout = max(timeout, STORE_CONNECT_TIMEOUT)
     store = _client(spec, timeout)
     try:
         workers = directory.workers_store(store)

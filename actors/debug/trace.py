@@ -91,10 +91,12 @@ def merge(recordings: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
                 if opened:
                     start, opening = opened.pop(0)
                     events.append(_slice(pid, start, ts, opening, entry))
+        # What still runs, runs until the recording was taken (not its last entry).
+        taken = last if "monotonic_ns" not in rec else (rec["monotonic_ns"] - offset) / 1000.0
         for start, entry in (opened for started in open_slices.values() for opened in started):
             if entry["event"] == "op_start" or entry["event"] == "send" and entry.get("what"):
                 events.append({"ph": "X", "pid": pid, "tid": 0, "ts": start,
-                               "dur": max(0.0, (last or start) - start),
+                               "dur": max(0.0, (taken or start) - start),
                                "name": f"{_name(entry)} (running)", "cat": "running"})
     flows, gaps = _flows(sends, receipts)
     events.extend(flows)

@@ -86,6 +86,26 @@ def test_a_request_and_its_reply_become_two_arrows_and_slices_on_both_sides():
                       (1, "all_reduce #0", 7.0, 1.0), (1, "serve RPC_CALL", 3.0, 3.0)]
 
 
+def test_what_still_runs_lasts_until_the_recording_was_taken():
+    caller = {**_recording(0, [{**_entry(1000, "send", "tcp://b", 6), "what": "mod.stuck"}],
+                           "tcp://a"), "monotonic_ns": 4_001_000}
+    events = merge([caller])["traceEvents"]
+    assert [(e["name"], e["ts"], e["dur"]) for e in events if e["ph"] == "X"] == [
+        ("mod.stuck (running)", 1.0, 4000.0)]
+
+
+def test_a_file_that_is_not_a_recorder_is_one_line_and_status_1(tmp_path):
+    files = {"trace.json": '{"traceEvents": []}', "cut.json": '{"entries": [', "list.json": "[]"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+        out = subprocess.run([sys.executable, "-m", "actors.debug", "trace",
+                              str(tmp_path / name), "-o", str(tmp_path / "out.json")],
+                             cwd=ROOT, capture_output=True, text=True, timeout=60,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        assert out.returncode == 1, out
+        assert out.stderr.count("\n") == 1 and "is not a flight recorder file" in out.stderr
+
+
 def test_clients_that_number_their_requests_alike_are_told_apart_by_time():
     # two store clients, each numbering from 1: the store knows them only by identities
     # ZeroMQ made up; whichever sent id 1 just before it arrived sent it
