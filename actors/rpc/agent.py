@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Optional, Set, Tuple
 import zmq
 
 from actors.runtime import (Actor, ActorError, Future, Kind, PeerLostError,
-                            SafeModeError)
+                            RequestTimeoutError, SafeModeError)
 from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.futures import failed
 from actors.runtime.introspection import status
@@ -36,6 +36,7 @@ from .callee import Callee
 from .named import serve_named_call
 from .directory import Destination, WorkerDirectory, WorkerInfo
 from .errors import RpcNotInitializedError, WorkerLostError
+from .failures import lost_here, raised_here, timed_out
 from .hooks import RpcEnvelope
 from .inflight import calls_status
 from .owners import OwnerTable
@@ -235,28 +236,34 @@ class RpcAgent(Callee):
         """Send a request through the I/O thread. The future holds the reply's payload
         (`then(payload)` when given) or the error that ended the request, a lost
         connection as WorkerLostError; the call counts as in flight until it does."""
+        what = _called(kind, payload)
+        seconds = self.timeout if timeout is None else timeout
+
         def settle(value: Any, exc: Optional[BaseException]) -> Any:
-            value = self._settled(value, exc, info)
+            value = self._settled(value, exc, info, what, seconds)
             return value if then is None else then(value)
 
-        seconds = self.timeout if timeout is None else timeout
         self._track(+1)  # before the reply can settle it, on the I/O thread
         try:
             with self._sending(info):
                 return self.actor.request(self.directory.address(info), kind, payload,
                                           seconds or None,
                                           same_host=self.directory.shares_host(info),
-                                          what=_called(kind, payload), settle=settle)
+                                          what=what, settle=settle)
         except BaseException:  # not sent, and never settled
             self._track(-1)
             raise
 
-    def _settled(self, value: Any, exc: Optional[BaseException], peer: WorkerInfo) -> Any:
+    def _settled(self, value: Any, exc: Optional[BaseException], peer: WorkerInfo,
+                 what: Any, seconds: float) -> Any:
         """The reply of a `_request` (or the error that ended it), with a lost
-        connection as WorkerLostError; the call is no longer in flight."""
+        connection as WorkerLostError and a timeout naming the worker and what it
+        called; the call is no longer in flight."""
         self._track(-1)
-        if _lost_here(exc):
+        if lost_here(exc):
             raise WorkerLostError(peer.name, exc.reason) from None
+        if raised_here(exc, RequestTimeoutError):
+            raise timed_out(peer, what, seconds) from None
         if exc is not None:
             raise exc
         return value
@@ -266,17 +273,21 @@ class RpcAgent(Callee):
         """Send a request and wait for its reply on this thread's own connection."""
         seconds = self.timeout if timeout is None else timeout
         channel = self._channel(info)
+        what = _called(kind, payload)
         self._track(+1)
         try:
             with self._sending(info):
                 return channel.call(kind, payload, seconds or None,
-                                    same_host=self.directory.shares_host(info),
-                                    what=_called(kind, payload))
+                                    same_host=self.directory.shares_host(info), what=what)
         except PeerLostError as exc:
-            if not _lost_here(exc):
+            if not lost_here(exc):
                 raise
             self.actor.report_lost(self.directory.address(info), exc.reason)
             raise WorkerLostError(info.name, exc.reason) from None
+        except RequestTimeoutError as exc:
+            if not raised_here(exc, RequestTimeoutError):
+                raise
+            raise timed_out(info, what, seconds) from None
         finally:
             self._track(-1)
 
@@ -386,12 +397,6 @@ class RpcAgent(Callee):
             channel.close()
         shared_buffers.BLOCKS.release()
         log.info("rpc_worker_left", worker=self.name, graceful=graceful)
-
-
-def _lost_here(exc: Optional[BaseException]) -> bool:
-    """Whether `exc` says this worker's connection to the callee was lost, rather than
-    being an error the callee answered with (a worker it called was lost)."""
-    return isinstance(exc, PeerLostError) and not hasattr(exc, "remote_traceback")
 
 
 def _called(kind: int, payload: Any) -> Any:

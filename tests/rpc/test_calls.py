@@ -72,9 +72,12 @@ def test_an_exception_that_cannot_be_rebuilt_arrives_as_remote_error(world):
 
 def test_a_call_past_its_timeout_fails_with_a_timeout_error_that_is_a_runtime_error_as_in_torch(
         world):
-    with pytest.raises(RequestTimeoutError) as info:
+    named = ("tests.rpc.workers.sleep_then on worker 'worker1' got no reply within 0.2s")
+    with pytest.raises(RequestTimeoutError, match=f"^{named}$") as info:
         actors.rpc_sync("worker1", workers.sleep_then, args=(2, "late"), timeout=0.2)
     assert isinstance(info.value, TimeoutError) and isinstance(info.value, RuntimeError)
+    with pytest.raises(RequestTimeoutError, match=f"^{named}$"):
+        actors.rpc_async("worker1", workers.sleep_then, args=(2, "late"), timeout=0.2).wait(10)
 
 
 def test_timeout_zero_means_no_timeout(world):

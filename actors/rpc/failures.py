@@ -1,0 +1,30 @@
+"""How a call's failure reads at the caller: its own lost connection or timeout, told
+apart from the same errors that the callee answered with (a worker further down a
+chain of calls was lost, or timed out), and named after the worker it called."""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from actors.runtime import PeerLostError, RequestTimeoutError
+from actors.runtime.introspection.recorder import describe_callable
+from actors.runtime.protocol import kind_name
+
+from .directory import WorkerInfo
+
+
+def raised_here(exc: Optional[BaseException], kind: type) -> bool:
+    """Whether `exc` is a `kind` raised on this worker, not an error the callee answered
+    with (the callee's own call to another worker may have failed the same way)."""
+    return isinstance(exc, kind) and not hasattr(exc, "remote_traceback")
+
+
+def lost_here(exc: Optional[BaseException]) -> bool:
+    """Whether `exc` says this worker's connection to the callee was lost."""
+    return raised_here(exc, PeerLostError)
+
+
+def timed_out(peer: WorkerInfo, what: Any, seconds: float) -> RequestTimeoutError:
+    """An RPC's timeout, naming the worker and what it called (torch names neither)."""
+    called = kind_name(what) if isinstance(what, int) else describe_callable(what)
+    return RequestTimeoutError(f"{called} on worker {peer.name!r} got no reply within "
+                               f"{seconds:g}s")
