@@ -39,6 +39,9 @@ from .errors import CollectiveMismatchError, DistError, RankLostError
 from .transport import Transport
 
 _STOP = object()
+# The phase of the message a rank that found a mismatch sends its group instead of its
+# part: the data is what it found.
+MISMATCH_FOUND = "mismatch found"
 _groups: "weakref.WeakSet[ProcessGroup]" = weakref.WeakSet()
 
 
@@ -138,12 +141,16 @@ class Call:
         if call != self.describe or sent_phase != phase:
             dump_recorder("collective_mismatch")
             group.transport.open(data)  # frees a shared array's slots
+            if sent_phase == MISMATCH_FOUND:
+                raise CollectiveMismatchError(f"{data} (found by rank {sender})")
             ours, theirs = _render(self.describe), _render(call)
             if ours == theirs:  # same call, another algorithm: e.g. shared memory on one only
                 ours, theirs = f"{ours} at phase {phase}", f"{theirs} at phase {sent_phase}"
-            raise CollectiveMismatchError(
-                f"rank {group.ranks[group.rank]} called {ours} but rank "
-                f"{sender} called {theirs} at step {self.step} of the group")
+            found = (f"rank {group.ranks[group.rank]} called {ours} but rank "
+                     f"{sender} called {theirs} at step {self.step} of the group")
+            # The others may wait for this rank's part, which will not come: tell them why.
+            self.send_all(self.peers(), MISMATCH_FOUND, found)
+            raise CollectiveMismatchError(found)
         return data
 
     def peers(self) -> List[int]:

@@ -139,6 +139,18 @@ def mismatched_collective(rank, world):
     return "no error", ""
 
 
+def one_calls_broadcast(rank, world):
+    """Rank `world - 1` calls broadcast where the others call all_reduce: what each raises."""
+    try:
+        if rank == world - 1:
+            dist.broadcast(np.zeros(4, np.float32), src=0)
+        else:
+            dist.all_reduce(np.zeros(4, np.float32))
+    except Exception as exc:  # noqa: BLE001 - the test checks it
+        return type(exc).__name__, str(exc)
+    return "no error", ""
+
+
 def dies_or_loops(rank, world, victim, how):
     """Every rank loops all_reduce; `victim` kills (or stops) itself after a few rounds.
     Survivors return (error type, message, seconds from the victim's end to the error)."""

@@ -43,6 +43,17 @@ def test_a_different_collective_at_the_same_step_is_caught_where_data_arrives():
     assert "all_reduce" in message and "broadcast" in message and "rank 1" in message
 
 
+def test_ranks_that_wait_for_the_part_of_a_rank_that_found_a_mismatch_are_told_at_once():
+    """Rank 2 (broadcast) finds the mismatch and sends nothing the all_reduce needs: the
+    others raise CollectiveMismatchError from its notice, not RankLostError at its exit."""
+    results = run_ranks(3, scenarios.one_calls_broadcast)
+    assert results[2][0] == "CollectiveMismatchError"
+    for kind, message in results[:2]:
+        assert kind == "CollectiveMismatchError", message
+        assert "rank 2 called broadcast" in message and "all_reduce" in message
+        assert message.endswith("(found by rank 2)")
+
+
 def test_monitored_barrier_names_the_rank_that_did_not_arrive_and_nobody_passes():
     results = run_ranks(3, scenarios.monitored, 2)
     assert results[0] == ("raised", "monitored_barrier: rank 2 did not arrive within 1s")
