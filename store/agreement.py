@@ -10,7 +10,8 @@ as soon as the second of the two entries is in the log, with no polling. A membe
 sees one appends an acknowledgement and, before raising, waits (bounded) until every
 member that wrote a belief has acknowledged too, so that the member hosting the store
 does not close it while others still need to read the log. A member that arrives after
-the world had formed and left cannot be reported to the others: they have moved on.
+the world had formed cannot be reported to the others, which have moved on: it raises
+at once, saying so, rather than wait for acknowledgements that will not come.
 """
 from __future__ import annotations
 
@@ -139,12 +140,24 @@ def agree(store: Store, me: Belief, timeout: float, error: Callable[[str], Excep
                 if conflict is None:
                     conflict = find_conflict(list(beliefs.values()))
                     if conflict is not None:
+                        if _formed_without(beliefs, mine, me.world_size):
+                            raise error(f"{conflict}; a world of {me.world_size} had formed "
+                                        f"from the claims before this one, and went on")
                         _append(store, {"seen": mine})
                         deadline = min(deadline, time.monotonic() + ACK_GRACE)
-                    elif len(beliefs) == me.world_size:
+                    elif len(beliefs) == me.world_size and mine in beliefs:
                         return
             if conflict is not None and seen >= set(beliefs):
                 raise error(conflict)
+
+
+def _formed_without(beliefs: Dict[int, Belief], mine: int, world_size: int) -> bool:
+    """Whether the first `world_size` claims (by their place in the log) formed a world
+    that agrees, without this member's (at `mine`): its members returned before the
+    conflict was in the log, so none of them will acknowledge it."""
+    first = sorted(beliefs)[:world_size]
+    return (len(first) == world_size and mine not in first
+            and find_conflict([beliefs[i] for i in first]) is None)
 
 
 def _append(store: Store, entry: dict) -> int:

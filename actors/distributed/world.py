@@ -107,10 +107,11 @@ def _leave_at_exit(deadline: float) -> None:
 def _form(store: Store, rank: int, world_size: int, timeout: float) -> ProcessGroup:
     from store import PrefixStore
 
-    keys = PrefixStore(f"pg/{generation(PrefixStore('pg', store), world_size)}", store)
+    formation = generation(PrefixStore('pg', store), world_size)
+    keys = PrefixStore(f"pg/{formation}", store)
     agree(PrefixStore("agreement", keys), Belief(rank, world_size), timeout,
           lambda message: DistError(f"init_process_group: {message}"),
-          lambda missing: _not_assembled(timeout, missing),
+          lambda missing: _not_assembled(timeout, missing, formation),
           label=f"init_process_group of rank {rank}")
     return form_group(keys, rank, world_size, timeout)
 
@@ -146,9 +147,13 @@ def form_group(keys: Store, rank: int, world_size: int, timeout: float) -> Proce
     return group
 
 
-def _not_assembled(timeout: float, missing: List[int]) -> str:
-    return (f"the process group did not assemble within {timeout:g}s: "
+def _not_assembled(timeout: float, missing: List[int], formation: int) -> str:
+    text = (f"the process group did not assemble within {timeout:g}s: "
             + ", ".join(f"rank {r}" for r in missing) + " never joined")
+    if formation:  # a late claimant of a world that formed opens the next formation
+        text += (" (a world of this size formed on this store before: this process may "
+                 "have come too late for it, or claimed a rank taken there)")
+    return text
 
 
 def destroy_process_group(group: Optional[ProcessGroup] = None) -> None:

@@ -84,3 +84,32 @@ def test_a_process_that_formed_a_group_before_forms_another_with_a_newly_started
         reap(procs)
     assert reports == [(0, 2, [[2.0, 2.0], [2.0, 2.0]]), (1, 1, [[2.0, 2.0]]),
                        (1, 1, [[2.0, 2.0]])]
+
+
+def test_a_claim_that_comes_after_the_world_formed_fails_at_once_saying_so():
+    """The members that formed the world went on: the late claimant does not wait for
+    their acknowledgements (`ACK_GRACE`), it raises at once."""
+    import threading
+    import time
+
+    from store.agreement import Belief, agree
+    from store.hash_store import HashStore
+
+    store, errors = HashStore(timeout=10), []
+
+    def join(rank, name):
+        agree(store, Belief(rank, 2, name), 10, RuntimeError, str)
+
+    members = [threading.Thread(target=join, args=(r, n)) for r, n in ((0, "a"), (1, "b"))]
+    for member in members:
+        member.start()
+    for member in members:
+        member.join(10)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as late:
+        agree(store, Belief(1, 2, "c"), 10, RuntimeError, str)
+    assert time.monotonic() - started < 5.0  # not the 10 s of ACK_GRACE
+    assert str(late.value).startswith("rank 1 is claimed twice: by worker 'b'")
+    assert str(late.value).endswith("a world of 2 had formed from the claims before this "
+                                    "one, and went on")
+    assert not errors
