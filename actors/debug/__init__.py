@@ -78,6 +78,7 @@ def stacks(store: StoreLike, rank: Optional[int] = None,
         answers = ask_job(opened, Kind.STACKS, timeout, rank)
     for entry, probe in answers:
         answer = dict(probe.status or {"name": entry.get("name"), "rank": entry.get("rank"),
+                                       "pid": entry.get("pid"), "host": entry.get("host"),
                                        "threads": []})
         answer.update(state=probe.state, reason=probe.reason)
         found.append(answer)

@@ -21,6 +21,7 @@ from actors.runtime import (Actor, ActorError, Future, Kind, PeerLostError,
 from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.futures import failed
 from actors.runtime.introspection import status
+from actors.runtime.introspection.status import dump_recorder
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol import shared_buffers
 from actors.runtime.protocol.script_refs import same_script_receiver
@@ -325,6 +326,8 @@ class RpcAgent(Callee):
             # While everyone leaves, peers going away is expected: no warning then.
             (log.info if self._leaving else log.warning)(
                 "rpc_worker_lost", worker=self.name, lost=peer.name)
+            if not self._leaving:
+                dump_recorder("worker_lost")
             for _, hook in hook_registry.hooks():
                 hook.worker_lost(peer)
 

@@ -393,3 +393,49 @@ def test_a_request_timeout_writes_the_flight_recorder_to_the_log_dir(tmp_path):
     recorded = json.loads(path.read_text())
     assert recorded["reason"] == "request_timeout"
     assert any(e["event"] == "send" and e["kind"] == "PING" for e in recorded["entries"])
+
+
+WORKER_LOST_CHILD = """
+import glob
+import multiprocessing as mp
+import os
+import actors
+from actors.rpc import WorkerLostError
+from tests.net import free_port
+from tests.rpc import workers
+from tests.waiting import wait_until
+
+if __name__ == "__main__":
+    port = free_port()
+    peer = mp.get_context("spawn").Process(target=workers.serve,
+                                           args=(1, 2, port, 2, False), daemon=True)
+    peer.start()
+    try:
+        actors.init_rpc("worker0", 0, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=30)
+        peer.kill()
+        try:
+            actors.rpc_sync("worker1", workers.hang, timeout=30)
+        except WorkerLostError:
+            print("lost", flush=True)
+        # The loss reaches the RPC layer from the I/O thread, moments after the error.
+        folder = os.environ["ACTORGRAD_LOG_DIR"]
+        assert wait_until(lambda: glob.glob(os.path.join(folder, "flight-*.json")), 20)
+        actors.shutdown(graceful=False)
+    finally:
+        peer.kill()
+        peer.join(10)
+"""
+
+
+def test_a_lost_rpc_worker_writes_the_flight_recorder(tmp_path):
+    script = tmp_path / "lose_a_worker.py"
+    script.write_text(WORKER_LOST_CHILD)
+    flight = tmp_path / "flight"
+    out = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT),
+                              "ACTORGRAD_LOG_DIR": str(flight)})
+    assert "lost" in out.stdout, out.stderr
+    reasons = [json.loads(path.read_text())["reason"] for path in flight.glob("flight-*.json")]
+    assert "worker_lost" in reasons, out.stderr
+
