@@ -104,10 +104,16 @@ def test_collectives_names_a_rank_that_entered_with_another_shape(tmp_path):
 
 
 def test_collectives_names_a_rank_that_entered_another_collective(tmp_path):
+    """Rank 2 finds the mismatch and tells the others, which wait for its part: every rank
+    fails at once, and the command names both calls."""
     with job("different_op", tmp_path) as running:
-        needle = "rank 2 entered a different collective: broadcast(0, <f4, (4,))"
-        assert wait_until(lambda: _waiting_line(running.spec, needle), 60, 0.2), \
-            debug.collectives(running.spec)
+        assert wait_until(lambda: all("collective failed: CollectiveMismatchError"
+                                      in running.log(r) for r in range(3)), 60, 0.2), \
+            [running.log(r) for r in range(3)]
+        lines = debug.collectives(running.spec)
+        assert any(re.search(r"all_reduce #1 failed on ranks 0, 1, 2: .*rank 2 called "
+                             r"broadcast\(0, <f4, \(4,\)\) but rank 0 called all_reduce",
+                             line) for line in lines), lines
 
 
 def test_collectives_names_a_rank_that_died(tmp_path):
