@@ -140,10 +140,11 @@ def agree(store: Store, me: Belief, timeout: float, error: Callable[[str], Excep
                 if conflict is None:
                     conflict = find_conflict(list(beliefs.values()))
                     if conflict is not None:
-                        if _formed_without(beliefs, mine, me.world_size):
-                            raise error(f"{conflict}; a world of {me.world_size} had formed "
-                                        f"from the claims before this one, and went on")
                         _append(store, {"seen": mine})
+                        formed = _formed_without(beliefs, mine)
+                        if formed:
+                            raise error(f"{conflict}; a world of {formed} had formed from "
+                                        f"the claims before this one, and went on")
                         deadline = min(deadline, time.monotonic() + ACK_GRACE)
                     elif len(beliefs) == me.world_size and mine in beliefs:
                         return
@@ -151,13 +152,15 @@ def agree(store: Store, me: Belief, timeout: float, error: Callable[[str], Excep
                 raise error(conflict)
 
 
-def _formed_without(beliefs: Dict[int, Belief], mine: int, world_size: int) -> bool:
-    """Whether the first `world_size` claims (by their place in the log) formed a world
-    that agrees, without this member's (at `mine`): its members returned before the
+def _formed_without(beliefs: Dict[int, Belief], mine: int) -> int:
+    """The size of the world that the first claims (by their place in the log) formed,
+    agreeing, without this member's (at `mine`), or 0: its members returned before the
     conflict was in the log, so none of them will acknowledge it."""
-    first = sorted(beliefs)[:world_size]
-    return (len(first) == world_size and mine not in first
-            and find_conflict([beliefs[i] for i in first]) is None)
+    first = sorted(beliefs)
+    size = beliefs[first[0]].world_size
+    first = first[:size]
+    agreed = len(first) == size and mine not in first
+    return size if agreed and find_conflict([beliefs[i] for i in first]) is None else 0
 
 
 def _append(store: Store, entry: dict) -> int:

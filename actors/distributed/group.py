@@ -32,11 +32,14 @@ from actors.runtime.concurrency.weak import members
 from actors.runtime.introspection import status
 from actors.runtime.introspection.recorder import OP, OP_START, RECORDING, TRAFFIC, record
 from actors.runtime.introspection.status import dump_recorder
+from actors.runtime.process.log import get_logger
 from actors.runtime.process.waits import SlowWait
 from actors.runtime.protocol.bounded import shorten
 
 from .errors import CollectiveMismatchError, DistError, RankLostError
 from .transport import Transport
+
+log = get_logger(__name__)
 
 _STOP = object()
 # The phase of the message a rank that found a mismatch sends its group instead of its
@@ -149,7 +152,10 @@ class Call:
             found = (f"rank {group.ranks[group.rank]} called {ours} but rank "
                      f"{sender} called {theirs} at step {self.step} of the group")
             # The others may wait for this rank's part, which will not come: tell them why.
-            self.send_all(self.peers(), MISMATCH_FOUND, found)
+            try:
+                self.send_all(self.peers(), MISMATCH_FOUND, found)
+            except Exception as exc:  # noqa: BLE001 - the mismatch is the error to raise
+                log.info("mismatch_notice_not_sent", error=f"{type(exc).__name__}: {exc}")
             raise CollectiveMismatchError(found)
         return data
 
@@ -238,7 +244,9 @@ class ProcessGroup:
         self.current = call
         error = None
         try:
-            return body(call)
+            value = body(call)
+            self.transport.failure = None  # a rank that went on after an error is not stopped
+            return value
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             # The root of a chain of ranks that left one after another is passed on.

@@ -63,8 +63,8 @@ class Transport:
         self._addresses: List[str] = []
         self._closed = False
         self._hosted: Set[int] = set()  # the other ranks on this host
-        # The error that stopped this rank, which its leave notice passes on: the last
-        # one a collective raised here, set by the group that ran it.
+        # The error that stopped this rank, which its leave notice passes on: the one the
+        # last collective raised here (None once one succeeds), set by its group.
         self.failure: Optional[str] = None
         ranks = self._ranks
         self._actor = Actor(f"tcp://{host}:0", name=f"pg-rank{rank}", num_worker_threads=1,

@@ -394,8 +394,11 @@ class RpcAgent(Callee):
         self._leaving = True
         status.remove_section("rpc", self._status)
         self.actor.stop(deliver=not graceful)  # graceful: delivered before the barriers
-        for _, hook in hook_registry.hooks():
-            hook.world_left()
+        for name, hook in hook_registry.hooks():
+            try:
+                hook.world_left()
+            except Exception:  # noqa: BLE001 - leaving must finish: release the rest
+                log.exception("rpc_hook_world_left_failed", hook=name)
         for channel in self._channels.values():
             channel.close()
         shared_buffers.BLOCKS.release()

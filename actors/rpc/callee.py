@@ -90,15 +90,16 @@ class Callee:
         created = Future()
 
         def create() -> None:
+            escaping = None
             try:
                 result, _ = self._run(msg)
                 if not getattr(msg.payload[0], "_async_execution", False):
                     result = completed(result)
             except BaseException as exc:  # noqa: BLE001 - delivered to the value and the creator
-                if escapes(exc):
-                    raise
-                result = failed(exc)
+                result, escaping = failed(exc), exc if escapes(exc) else None
             result.add_done_callback(settle)
+            if escaping is not None:
+                raise escaping
 
         def settle(done: Future) -> None:
             exc = done.exception()

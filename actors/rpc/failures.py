@@ -3,16 +3,15 @@ apart from the same errors that the callee answered with (a worker further down 
 chain of calls was lost, or timed out), and named after the worker it called."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple, Union
 
 from actors.runtime import PeerLostError, RequestTimeoutError
-from actors.runtime.introspection.recorder import describe_callable
-from actors.runtime.protocol import kind_name
 
 from .directory import WorkerInfo
+from .inflight import called_name
 
 
-def raised_here(exc: Optional[BaseException], kind: type) -> bool:
+def raised_here(exc: Optional[BaseException], kind: Union[type, Tuple[type, ...]]) -> bool:
     """Whether `exc` is a `kind` raised on this worker, not an error the callee answered
     with (the callee's own call to another worker may have failed the same way)."""
     return isinstance(exc, kind) and not hasattr(exc, "remote_traceback")
@@ -25,6 +24,5 @@ def lost_here(exc: Optional[BaseException]) -> bool:
 
 def timed_out(peer: WorkerInfo, what: Any, seconds: float) -> RequestTimeoutError:
     """An RPC's timeout, naming the worker and what it called (torch names neither)."""
-    called = kind_name(what) if isinstance(what, int) else describe_callable(what)
-    return RequestTimeoutError(f"{called} on worker {peer.name!r} got no reply within "
-                               f"{seconds:g}s")
+    return RequestTimeoutError(f"{called_name(what)} on worker {peer.name!r} got no reply "
+                               f"within {seconds:g}s")

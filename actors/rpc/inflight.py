@@ -48,11 +48,12 @@ def calls_status(sent: Iterable[Pending] = (), waited: Iterable[Waiting] = (),
     waiting = list(waited) + [(p.peer, p.what, p.thread, p.started, p.timeout)
                               for p in sent if p.what is not None]
     return {"serving": serving, "waiting": [
-        {"peer": callee_of(peer) or peer, "function": _what(what), "thread": ident,
+        {"peer": callee_of(peer) or peer, "function": called_name(what), "thread": ident,
          "age_s": round(now - start, 3),
          "deadline_in_s": None if not timeout else round(start + timeout - now, 3)}
         for peer, what, ident, start, timeout in waiting]}
 
 
-def _what(what: Any) -> Any:
+def called_name(what: Any) -> Any:
+    """What a request calls, by name: a function's `module.qualname`, else its kind."""
     return kind_name(what) if isinstance(what, int) else describe_callable(what)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from actors.runtime import Future, RequestTimeoutError
+from actors.runtime import Future, PeerLostError, RequestTimeoutError
 from actors.runtime.concurrency.futures import completed
 
 from .directory import Destination, WorkerInfo
 from .errors import RRefError
+from .failures import raised_here
 from .state import agent_or_none, current_agent
 from .timeouts import call_timeout
 
@@ -72,7 +73,8 @@ class RRef:
         or the owner was lost.
         """
         created = self._created
-        return created is None or (created.done() and not _unanswered(created.exception()))
+        return created is None or (created.done() and not raised_here(
+            created.exception(), (RequestTimeoutError, PeerLostError)))
 
     def _check_created(self) -> None:
         """Raise, as torch does at the next use, if the owner never answered `remote()`
@@ -80,7 +82,7 @@ class RRef:
         created = self._created
         if created is not None and created.done():
             exc = created.exception()
-            if isinstance(exc, RequestTimeoutError):
+            if raised_here(exc, RequestTimeoutError):
                 raise RequestTimeoutError(f"the creation of {self!r} by remote() timed out, "
                                           f"so its owner may not hold it: {exc}") from exc
 
@@ -185,11 +187,6 @@ class _Proxy:
             return agent.call(owner, _invoke_method, call_args, {}, timeout)
 
         return invoke
-
-
-def _unanswered(exc: Optional[BaseException]) -> bool:
-    """Whether a request failed with `exc` for want of an answer (a timeout, a lost peer)."""
-    return isinstance(exc, (TimeoutError, ConnectionError))
 
 
 def _invoke_method(rref: RRef, method: str, args: tuple, kwargs: dict) -> Future:

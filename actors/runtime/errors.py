@@ -55,7 +55,8 @@ class AddressInUseError(OSError):
 
 
 class RemoteError(RuntimeError):
-    """An exception raised by a peer whose original type could not be rebuilt here.
+    """An exception raised by a peer whose original type could not be rebuilt here, or
+    is no Exception (a SystemExit, a KeyboardInterrupt: not this process's to act on).
 
     `remote_type` is the qualified name of the original exception type and
     `remote_traceback` the traceback text formatted on the peer.

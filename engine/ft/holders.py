@@ -8,20 +8,21 @@ rounds, and deletes it once it falls behind. Newcomers never release a round by
 themselves, so a newcomer holding nothing that found no round to join within its join
 timeout looks here: with no other holder, every replica was lost at once and nobody
 can give it the state (`NoLiveReplicaError`), where it would otherwise wait for ever.
-A member that shuts down holding the state says so (``left/<replica id>``, its step),
-so that a newcomer that comes after every member left, the job finished, is told
-that at once (`ReplicasLeftError`), not that every replica was lost.
+A member that shuts down holding the state says so (``left/<replica id>``, its step
+and quorum round), so that a newcomer that comes after the members of the latest
+round left, the job finished, is told that at once (`ReplicasLeftError`), not that
+every replica was lost.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from actors.runtime.process.log import get_logger
 
 log = get_logger(__name__)
 
 PREFIX = "holders/"
-LEFT = "left/"  # left/<replica id>: the step at which that replica shut down, holding the state
+LEFT = "left/"  # left/<replica id>: "<step> <round>" of a replica that shut down holding the state
 
 
 class NoLiveReplicaError(RuntimeError):
@@ -65,36 +66,47 @@ class Holders:
             log.info("ft_holder_key_not_deleted", replica=self._me,
                      error=f"{type(exc).__name__}: {exc}")
 
-    def leave(self, step: int) -> None:
-        """Say that this replica shuts down at `step` holding the state, then drop its
-        key: a newcomer that finds nobody left to join can tell why."""
+    def leave(self, step: int, round_: int) -> None:
+        """Say that this replica shuts down holding the state, after `step` in quorum
+        round `round_`, then drop its key: a newcomer that finds nobody left to join can
+        tell why."""
         if not self.holding:
             return
         try:
-            self._keys.set(LEFT + self._me, str(step))
+            self._keys.set(LEFT + self._me, f"{step} {round_}")
         except Exception as exc:  # noqa: BLE001 - the store may be gone at the job's end
             log.info("ft_left_key_not_set", replica=self._me,
                      error=f"{type(exc).__name__}: {exc}")
         self.drop()
 
-    def departed(self) -> Dict[str, int]:
-        """{replica id: step} of the replicas that shut down holding the state."""
+    def departed(self) -> Dict[str, Tuple[int, int]]:
+        """{replica id: (step, round)} of the replicas that shut down holding the state."""
         keys = sorted(key for key in self._keys.list_keys() if key.startswith(LEFT))
-        steps = self._keys.multi_get(keys) if keys else []
-        return {key[len(LEFT):]: int(step) for key, step in zip(keys, steps)}
+        values = self._keys.multi_get(keys) if keys else []
+        found = {}
+        for key, value in zip(keys, values):
+            step, round_ = value.decode().split()
+            found[key[len(LEFT):]] = (int(step), int(round_))
+        return found
 
-    def check_joinable(self, waiting: Exception, final: bool) -> None:
-        """For a newcomer whose wait for a round to join (`waiting`) timed out: raise
-        ReplicasLeftError if no live replica holds the state and some left holding it;
-        `final` (its join timeout is over), NoLiveReplicaError if no live one holds it."""
+    def check_joinable(self, waiting: Exception, final: bool,
+                       latest_round: Callable[[], int]) -> None:
+        """For a newcomer whose wait for a round to join (`waiting`) timed out, when no
+        live replica holds the state: ReplicasLeftError if the members of the latest
+        round (`latest_round()`, the latest one recorded) left holding it; else, once
+        `final` (its join timeout is over), NoLiveReplicaError. A replica that left
+        before the others went on to later rounds does not count: they did not finish."""
         if self.holding or self.others() != []:
             return
         departed = self.departed()
-        if departed:
+        latest = latest_round() if departed else 0
+        last = {replica: step for replica, (step, round_) in departed.items()
+                if round_ >= latest}
+        if last:
             raise ReplicasLeftError(
                 f"replica {self._me!r} found nobody to join: every replica that held the "
-                f"state left the job (shut down) by step {max(departed.values())} "
-                f"({', '.join(sorted(departed))}). The job has finished if they did; "
+                f"state left the job (shut down) after step {max(last.values())} "
+                f"({', '.join(sorted(last))}). The job has finished if they did; "
                 f"engine.ft keeps no checkpoint, so there is nothing to rejoin") from waiting
         if final:
             raise NoLiveReplicaError(

@@ -228,7 +228,7 @@ class Manager:
         if this made it. A member holding the state says at which step it left; the
         others stop expecting it at once (its group's peers hear that it left)."""
         self._pool.shutdown(wait=True)
-        self._holders.leave(self._step)
+        self._holders.leave(self._step, -1 if self._last is None else self._last.round)
         self._close_group()
         if self._owned_store:
             self._store.close()
@@ -240,7 +240,8 @@ class Manager:
         newcomer = self._last is None  # in no released round yet: it knows no members
         if self._round is None:
             self._round = self._latest() + 1
-        deadline = time.monotonic() + (self.join_timeout if newcomer else self.quorum_timeout)
+        limit = self.join_timeout if newcomer else self.quorum_timeout
+        deadline = time.monotonic() + limit
         data = Arrival(self._step, self._incarnation).encode()
         while True:
             round_ = self._round
@@ -254,8 +255,8 @@ class Manager:
                     result = self._join(name, data, deadline)
                 except StoreTimeoutError as exc:
                     self._round = None  # the next try starts again from `latest`
-                    self._holders.check_joinable(exc, final=True)
-                    raise
+                    self._holders.check_joinable(exc, True, self._latest)
+                    raise self._no_round(name, limit) from exc
             else:
                 result = self._arrive(name, data.decode(), self._last,
                                       max(0.01, deadline - time.monotonic()),
@@ -266,8 +267,7 @@ class Manager:
                 break
             newcomer = True  # too late for that round: join a later one
             if time.monotonic() > deadline:
-                raise StoreTimeoutError("quorum", [name], self.join_timeout,
-                                        detail=f"replica {me!r} found no round to join")
+                raise self._no_round(name, limit)
         last = self._last
         # A StaleQuorumError fails this step; the next one expects the last members.
         step_plan = plan(round_, decode_round(result), me,
@@ -293,6 +293,10 @@ class Manager:
                                       or not self._holders.holding):
             self._holders.hold()  # again now and then: a stalled session loses its key
         return step_plan
+
+    def _no_round(self, name: str, limit: float) -> StoreTimeoutError:
+        return StoreTimeoutError("quorum", [name], limit,
+                                 detail=f"replica {self.replica_id!r} found no round to join")
 
     def _latest(self) -> int:
         return int(self._keys.get("latest")) if self._keys.check(["latest"]) else -1
@@ -325,7 +329,7 @@ class Manager:
                 except StoreTimeoutError as exc:
                     if remaining <= JOIN_SLICE:
                         raise
-                    self._holders.check_joinable(exc, final=False)
+                    self._holders.check_joinable(exc, False, self._latest)
                 report.tick()
 
     def _arrive(self, name: str, data: str, basis: Optional[Plan], timeout: float,

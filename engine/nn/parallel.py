@@ -87,7 +87,7 @@ class DistributedDataParallel(Module):
         super().__init__()
         self.module = module
         _set(self, _group=process_group, _sync=True,
-             _syncs=True,  # whether the last forward's backward synchronises
+             _backward_syncs=True,  # whether the last forward's backward synchronises
              _find_unused=bool(find_unused_parameters or static_graph),
              _next=0,  # the next bucket to start
              _armed=False,  # a hook fired: the reduction must finish before the next forward
@@ -124,7 +124,7 @@ class DistributedDataParallel(Module):
         if self._armed:  # the previous backward ended before its reduction did
             self._finish(at_forward=True)
         if is_grad_enabled():
-            _set(self, _syncs=self._sync)
+            _set(self, _backward_syncs=self._sync)
         output = self.module(*args, **kwargs)
         if self._find_unused and self._sync and is_grad_enabled():
             reached = _reached_parameters(output)
@@ -143,7 +143,7 @@ class DistributedDataParallel(Module):
             _set(self, _sync=previous)
 
     def _on_grad_ready(self, param: Parameter) -> None:
-        if not self._syncs:
+        if not self._backward_syncs:
             return
         if not self._armed:
             _set(self, _armed=True)

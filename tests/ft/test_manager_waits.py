@@ -124,3 +124,30 @@ def test_a_newcomer_fails_saying_so_once_no_live_member_holds_the_state():
             manager.wait_quorum()
         with pytest.raises(ft.NoLiveReplicaError):  # every later call says so too
             manager.should_commit()
+
+
+def test_a_newcomer_hears_the_job_finished_only_when_the_latest_rounds_members_left():
+    """A replica that left before the others went on to later rounds says nothing of how
+    the job ended: when they are all lost later, the newcomer hears that, not 'finished'."""
+    from engine.ft.holders import Holders
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    try:
+        keys = PrefixStore("ft/session", server)
+        early = Holders(keys, "3", "incarnation-3")
+        early.hold()
+        early.leave(100, 200)
+        newcomer = Holders(keys, "9", "incarnation-9")
+        waited = StoreTimeoutError("quorum", ["q/901"], 1.0)
+        newcomer.check_joinable(waited, False, lambda: 201)  # no verdict yet: it waits on
+        with pytest.raises(ft.NoLiveReplicaError) as raised:
+            newcomer.check_joinable(waited, True, lambda: 201)
+        assert not isinstance(raised.value, ft.ReplicasLeftError)
+        last = Holders(keys, "0", "incarnation-0")
+        last.hold()
+        last.leave(400, 900)
+        with pytest.raises(ft.ReplicasLeftError, match=r"after step 400 \(0\)\. The job has "
+                                                       r"finished if they did"):
+            newcomer.check_joinable(waited, False, lambda: 900)
+    finally:
+        server.close()

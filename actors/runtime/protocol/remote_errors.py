@@ -109,8 +109,8 @@ def _constructor_args(exc: BaseException) -> Any:
 def exception_from_payload(payload: Any) -> BaseException:
     """Rebuild the exception an error reply describes, with `remote_traceback` attached.
 
-    The original type comes back when it can be rebuilt here (see the module doc);
-    otherwise a RemoteError naming it.
+    The original type comes back when it can be rebuilt here (see the module doc) and
+    is an Exception; otherwise a RemoteError naming it.
     """
     if not isinstance(payload, dict):
         return RemoteError("unknown", repr(payload))
@@ -123,7 +123,9 @@ def exception_from_payload(payload: Any) -> BaseException:
             exc = None
     elif isinstance(payload.get("args"), list):
         exc = _rebuild(payload.get("type"), payload["args"])
-    if not isinstance(exc, BaseException):
+    # Nor is a SystemExit or KeyboardInterrupt raised here for the peer's: the caller's
+    # program would end, or seem interrupted, by what happened on the peer.
+    if not isinstance(exc, Exception):
         exc = RemoteError(str(payload.get("type", "unknown")), str(payload.get("message", "")),
                           remote_tb)
     try:
