@@ -28,8 +28,9 @@ def store_spec(text: str) -> str:
     return text
 
 
-STORE_HELP = ("the job's store: its MASTER_ADDR:MASTER_PORT, which the launcher prints "
-              "at start, or etcd://HOST:PORT/PREFIX for a job whose init method is etcd://")
+STORE_HELP = ("the job's store: its MASTER_ADDR:MASTER_PORT, or the store the launcher "
+              "prints at start, or etcd://HOST:PORT/PREFIX for a job whose init method is "
+              "etcd://")
 
 
 def positive_seconds(text: str) -> float:
