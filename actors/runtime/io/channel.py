@@ -13,6 +13,7 @@ is dropped (no thread can be inside a call then: a call holds the channel).
 from __future__ import annotations
 
 import itertools
+import math
 import threading
 import time
 from time import monotonic_ns
@@ -108,7 +109,8 @@ class Channel:
         `what` names what the request calls in the flight recorder.
 
         PeerLostError: the connection is down or dropped during the call;
-        RequestTimeoutError: no reply within `timeout` seconds (None waits forever).
+        RequestTimeoutError: no reply within `timeout` seconds (None waits forever), also
+        one shorter than the receive slice in which the peer's loss is checked.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         req_id = next(self._req_ids)
@@ -122,12 +124,16 @@ class Channel:
         if RECORDING:  # taken before it leaves: see ActorCore.request
             conn.calling = ((monotonic_ns(), SENT, self.address, kind, req_id,
                              envelope.message_bytes(frames), 0, what, None), timeout)
+        # A timeout shorter than a receive slice ends the first receive.
+        short = deadline is not None and timeout * 1000 < _SLICE_MS
         try:
             try:
                 send_frames(conn.socket, frames)
             except zmq.ZMQError:  # not queued: the message cannot arrive
                 envelope.discard(frames)
                 raise
+            if short:
+                conn.socket.setsockopt(zmq.RCVTIMEO, max(1, math.ceil(timeout * 1000)))
             about_to_block()
             while True:
                 try:
@@ -164,6 +170,8 @@ class Channel:
                     raise exception_from_payload(result)
                 return result
         finally:
+            if short and not conn.socket.closed:
+                conn.socket.setsockopt(zmq.RCVTIMEO, _SLICE_MS)
             # Ended without its reply: recorded as its send, taken off the connection
             # first so that no reader counts it twice.
             calling, conn.calling = conn.calling, None
