@@ -140,8 +140,12 @@ def agree(store: Store, me: Belief, timeout: float, error: Callable[[str], Excep
                 if conflict is None:
                     conflict = find_conflict(list(beliefs.values()))
                     if conflict is not None:
-                        _append(store, {"seen": mine})
                         formed = _formed_without(beliefs, mine)
+                        try:
+                            _append(store, {"seen": mine})
+                        except StoreConnectionError:
+                            if not formed:  # the formed world's host may be gone: say why
+                                raise
                         if formed:
                             raise error(f"{conflict}; a world of {formed} had formed from "
                                         f"the claims before this one, and went on")

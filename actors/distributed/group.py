@@ -245,13 +245,15 @@ class ProcessGroup:
         error = None
         try:
             value = body(call)
-            self.transport.failure = None  # a rank that went on after an error is not stopped
+            failure = self.transport.failure
+            if failure is not None and failure[0] == self.id:
+                self.transport.failure = None  # it went on after that error: not stopped
             return value
         except BaseException as exc:
             error = f"{type(exc).__name__}: {exc}"
             # The root of a chain of ranks that left one after another is passed on.
             cause = exc.cause if isinstance(exc, RankLostError) else None
-            self.transport.failure = cause or shorten(error)
+            self.transport.failure = (self.id, cause or shorten(error))
             raise
         finally:
             self.current = None

@@ -63,9 +63,10 @@ class Transport:
         self._addresses: List[str] = []
         self._closed = False
         self._hosted: Set[int] = set()  # the other ranks on this host
-        # The error that stopped this rank, which its leave notice passes on: the one the
-        # last collective raised here (None once one succeeds), set by its group.
-        self.failure: Optional[str] = None
+        # (group id, text) of the error that stopped this rank, which its leave notice
+        # passes on: the one a collective raised here last, until one of that group
+        # succeeds; set by the group.
+        self.failure: Optional[Tuple[str, str]] = None
         ranks = self._ranks
         self._actor = Actor(f"tcp://{host}:0", name=f"pg-rank{rank}", num_worker_threads=1,
                             heartbeat=HEARTBEAT, heartbeat_timeout=HEARTBEAT_TIMEOUT,
@@ -192,9 +193,10 @@ class Transport:
         for r, address in enumerate(self._addresses):
             if r != self.rank and r not in lost:
                 try:
-                    notices[r] = self._actor.request(address, Kind.PG_LEAVE,
-                                                     (self.rank, lost, self.failure),
-                                                     flush_timeout)
+                    notices[r] = self._actor.request(
+                        address, Kind.PG_LEAVE,
+                        (self.rank, lost, None if self.failure is None else self.failure[1]),
+                        flush_timeout)
                 except ActorStoppedError:
                     break  # stopped already: nothing more leaves
         for r, exc in failures_by(notices, deadline).items():  # a peer gone receives nothing

@@ -190,6 +190,9 @@ class Manager:
             healed_step, state = self._healed
             self._state.load(state)
             self._step = healed_step
+            # Before its vote, which the member that sent the state waits for: a newcomer
+            # never sees every holder gone while this one holds the state.
+            self._holders.hold()
         vote = VOTE_FAILED if self._errors else VOTE_OK
         try:
             votes = self._arrive(f"c/{step_plan.round}", vote.decode(), step_plan,
@@ -203,8 +206,6 @@ class Manager:
                                                  for m in step_plan.members)
         if committed:
             self._step = step_plan.max_step + 1
-            if self._healed is not None:
-                self._holders.hold()  # it holds the state from now on
         return committed
 
     def current_step(self) -> int:
