@@ -66,16 +66,15 @@ def main() -> int:
           + ("" if first_life else ", restarted by the launcher"), flush=True)
     try:
         train(manager, model, optimizer, rank, first_life, x_train, y_train, args)
+        with engine.no_grad():
+            predicted = model(engine.from_numpy(x_test)).data.argmax(axis=1)
+        if rank == 0:
+            print(f"final held-out accuracy {(predicted == y_test).mean():.2%} after "
+                  f"{manager.current_step()} steps", flush=True)
     except ft.ReplicasLeftError as exc:  # back after the others finished: nothing to do
         print(f"replica {rank}: {exc}", flush=True)
+    finally:
         manager.shutdown()
-        return 0
-    with engine.no_grad():
-        predicted = model(engine.from_numpy(x_test)).data.argmax(axis=1)
-    if rank == 0:
-        print(f"final held-out accuracy {(predicted == y_test).mean():.2%} after "
-              f"{manager.current_step()} steps", flush=True)
-    manager.shutdown()
     return 0
 
 

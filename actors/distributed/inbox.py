@@ -151,7 +151,7 @@ class Inbox:
                             del self._queues[key]
                         return key, message
                 self._raise_if_broken(ranks)
-                if all(sender in self._left for sender in senders):
+                if self._left and all(sender in self._left for sender in senders):
                     raise self._left_before(senders, what())
                 timeout = None
                 if deadline is not None:

@@ -13,6 +13,7 @@ from time import monotonic_ns
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..concurrency.contained import escapes
+from ..concurrency.deadlines import check_timeout
 from ..concurrency.futures import Future, Settle, failed
 from ..errors import ActorStoppedError, PeerLostError, ProtocolError, RequestTimeoutError
 from ..introspection.recorder import ANSWERED, CALLED, RECORDING, SENT, record
@@ -53,8 +54,7 @@ class Calling:
         """
         if self._stopped:
             raise ActorStoppedError(f"actor {self.name} is stopped")
-        if timeout is not None and timeout != timeout:  # no deadline compares to NaN
-            raise ValueError("timeout must be a number of seconds or None, got nan")
+        check_timeout(timeout)
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
         future = Future(settle)

@@ -11,6 +11,13 @@ from __future__ import annotations
 import heapq
 from typing import Callable, Collection, List, Optional, Tuple
 
+def check_timeout(timeout: Optional[float]) -> None:
+    """ValueError for a NaN timeout, before a request is made: no deadline compares to
+    NaN, so it would never be due, and in the heap it would hide every later one."""
+    if timeout is not None and timeout != timeout:
+        raise ValueError("timeout must be a number of seconds or None, got nan")
+
+
 # Rebuild once the heap holds this many entries more than twice the pending ones.
 _SLACK = 64
 

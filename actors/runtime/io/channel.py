@@ -24,6 +24,7 @@ import zmq
 
 from ..protocol import envelope
 from ..concurrency.blocking import about_to_block
+from ..concurrency.deadlines import check_timeout
 from .context import process_context
 from ..introspection.recorder import ANSWERED, CALLED, RECORDING, SENT, TRAFFIC, record
 from ..introspection.status import dump_recorder
@@ -110,8 +111,10 @@ class Channel:
 
         PeerLostError: the connection is down or dropped during the call;
         RequestTimeoutError: no reply within `timeout` seconds (None waits forever), also
-        one shorter than the receive slice in which the peer's loss is checked.
+        one shorter than the receive slice in which the peer's loss is checked;
+        ValueError: a NaN timeout, before anything is sent.
         """
+        check_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
