@@ -34,29 +34,23 @@ import actors.distributed as dist
 from actors.distributed.world import form_group
 from actors.runtime.concurrency.threads import start_thread
 from actors.runtime.process.log import get_logger
-from actors.runtime.process.waits import SlowWait
 from store import PrefixStore, Store
 from store.errors import StoreTimeoutError
-from store.quorum import quorum_wait_text
 
 from . import job, state_transfer
 from .holders import Holders, NoLiveReplicaError
 from .quorum import (VOTE_FAILED, VOTE_OK, Arrival, Plan, StaleQuorumError, arrived, commits,
-                     decode_round, expected, membership_change, plan)
+                     decode_round, membership_change, plan)
+from .rounds import Rounds
 
 log = get_logger(__name__)
 
-# A member's arrivals last this long each (the last one may release the round with
-# min_replica_size members); within one, it arrives again when it learns of a loss.
-SLICE = 0.25
 # Rank 0 writes the latest round's number when the group is re-formed and every this
 # many rounds: a newcomer starts there and walks the released rounds after it, which
 # the server answers from memory (its last RELEASED_QUORUMS, far more than the two
 # rounds per step that a walk can span), rather than every step paying a store write.
 LATEST_EVERY = 16
 CLOSE_TIMEOUT = 0.5  # for telling a replaced group's peers that this member leaves
-# A newcomer asks this often (seconds) whether anyone is left to join.
-JOIN_SLICE = 1.0
 
 
 class Manager:
@@ -92,6 +86,7 @@ class Manager:
         self.replica_id = str(replica_id if replica_id is not None else job.env_int("RANK"))
         self._incarnation = uuid.uuid4().hex[:12]
         self._holders = Holders(self._keys, self.replica_id, self._incarnation)
+        self._rounds = Rounds(self._keys, self.replica_id, self._holders, self._known_lost)
         size = world_size if world_size is not None else job.env_int("WORLD_SIZE")
         self._initial = tuple(str(r) for r in range(size))
         self.timeout = timeout
@@ -195,7 +190,7 @@ class Manager:
             self._holders.hold()
         vote = VOTE_FAILED if self._errors else VOTE_OK
         try:
-            votes = self._arrive(f"c/{step_plan.round}", vote.decode(), step_plan,
+            votes = self._rounds.arrive(f"c/{step_plan.round}", vote.decode(), step_plan,
                                  self.timeout, final_min=1)
         except StoreTimeoutError as exc:
             self.report_error(exc)
@@ -240,7 +235,7 @@ class Manager:
         me = self.replica_id
         newcomer = self._last is None  # in no released round yet: it knows no members
         if self._round is None:
-            self._round = self._latest() + 1
+            self._round = self._rounds.latest() + 1
         limit = self.join_timeout if newcomer else self.quorum_timeout
         deadline = time.monotonic() + limit
         data = Arrival(self._step, self._incarnation).encode()
@@ -248,18 +243,17 @@ class Manager:
             round_ = self._round
             name = f"q/{round_}"
             if round_ == 0:
-                result = self._keys.quorum(name, me, data, expect=self._initial,
-                                           min_size=self.min_replica_size,
-                                           timeout=max(0.01, deadline - time.monotonic()))
+                result = self._rounds.first(name, data, self._initial, self.min_replica_size,
+                                            deadline)
             elif newcomer:
                 try:
-                    result = self._join(name, data, deadline)
+                    result = self._rounds.join(name, data, deadline)
                 except StoreTimeoutError as exc:
                     self._round = None  # the next try starts again from `latest`
-                    self._holders.check_joinable(exc, True, self._latest)
-                    raise self._no_round(name, limit) from exc
+                    self._holders.check_joinable(exc, True, self._rounds.latest)
+                    raise self._rounds.no_round(name, limit) from exc
             else:
-                result = self._arrive(name, data.decode(), self._last,
+                result = self._rounds.arrive(name, data.decode(), self._last,
                                       max(0.01, deadline - time.monotonic()),
                                       final_min=self.min_replica_size)
                 self._check_not_passed_by(round_, result)
@@ -268,7 +262,7 @@ class Manager:
                 break
             newcomer = True  # too late for that round: join a later one
             if time.monotonic() > deadline:
-                raise self._no_round(name, limit)
+                raise self._rounds.no_round(name, limit)
         last = self._last
         # A StaleQuorumError fails this step; the next one expects the last members.
         step_plan = plan(round_, decode_round(result), me,
@@ -295,13 +289,6 @@ class Manager:
             self._holders.hold()  # again now and then: a stalled session loses its key
         return step_plan
 
-    def _no_round(self, name: str, limit: float) -> StoreTimeoutError:
-        return StoreTimeoutError("quorum", [name], limit,
-                                 detail=f"replica {self.replica_id!r} found no round to join")
-
-    def _latest(self) -> int:
-        return int(self._keys.get("latest")) if self._keys.check(["latest"]) else -1
-
     def _check_not_passed_by(self, round_: int, result: Dict[str, bytes]) -> None:
         """StaleQuorumError, and a newcomer's start at the next step, if members of the
         last step are missing from `round_` and the latest round is already past it: they
@@ -309,57 +296,13 @@ class Manager:
         arrival even opened the round anew)."""
         if set(self._last.members) <= result.keys():
             return
-        latest = self._latest()
+        latest = self._rounds.latest()
         if latest > round_:
             self._round, self._last = None, None
             self._holders.drop()
             raise StaleQuorumError(f"replica {self.replica_id!r} came to quorum round "
                                    f"{round_}, but the others went on to round {latest}; "
                                    f"it joins again as a newcomer")
-
-    def _join(self, name: str, data: bytes, deadline: float) -> Dict[str, bytes]:
-        """Arrive at round `name` as a newcomer until `deadline`, in slices of JOIN_SLICE:
-        between them, ReplicasLeftError once every member that held the state left."""
-        with SlowWait(lambda: quorum_wait_text(name, self.replica_id, None, None, None)
-                      ) as report:
-            while True:
-                remaining = deadline - time.monotonic()
-                try:
-                    return self._keys.quorum(name, self.replica_id, data,
-                                             timeout=max(0.01, min(JOIN_SLICE, remaining)))
-                except StoreTimeoutError as exc:
-                    if remaining <= JOIN_SLICE:
-                        raise
-                    self._holders.check_joinable(exc, False, self._latest)
-                report.tick()
-
-    def _arrive(self, name: str, data: str, basis: Optional[Plan], timeout: float,
-                final_min: int) -> Dict[str, bytes]:
-        """Arrive at round `name` expecting `basis`'s members but those the group has
-        reported lost, again as soon as it reports another; in slices of SLICE, and in
-        the last one let the deadline release the round with `final_min` members."""
-        deadline = time.monotonic() + timeout
-
-        def expect_now() -> Tuple[str, ...]:
-            return expected(basis, self._known_lost(), self.replica_id)
-
-        def text() -> str:
-            return quorum_wait_text(name, self.replica_id, None, expect_now(), final_min)
-
-        # One report for the whole wait: each slice's own wait is too short to report.
-        with SlowWait(text) as report:
-            while True:
-                remaining = deadline - time.monotonic()
-                final = remaining <= SLICE
-                try:
-                    return self._keys.quorum(name, self.replica_id, data, expect=expect_now(),
-                                             min_size=final_min if final else None,
-                                             timeout=max(0.01, min(SLICE, remaining)),
-                                             expect_now=expect_now)
-                except StoreTimeoutError:
-                    if final:
-                        raise
-                report.tick()
 
     def _known_lost(self) -> set:
         """Group ranks the next round need not wait for: lost, or left (shut down)."""

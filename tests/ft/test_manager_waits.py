@@ -27,7 +27,7 @@ def test_a_member_waiting_for_another_says_whom_for_the_whole_wait(monkeypatch):
         with structlog.testing.capture_logs() as logs:
             # Replica 1 never votes: the round waits for it, in slices, until its deadline
             # lets the one member there go on.
-            votes = manager._arrive("c/0", "ok", last, 1.5, final_min=1)
+            votes = manager._rounds.arrive("c/0", "ok", last, 1.5, final_min=1)
     finally:
         manager.shutdown()
         server.close()
