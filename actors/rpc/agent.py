@@ -14,17 +14,14 @@ import itertools
 import threading
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
-import zmq
-
-from actors.runtime import (Actor, ActorError, Future, Kind, PeerLostError,
-                            RequestTimeoutError, SafeModeError)
+from actors.runtime import (Actor, Future, Kind, PeerLostError, RequestTimeoutError,
+                            SafeModeError)
 from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.futures import failed
 from actors.runtime.introspection import status
 from actors.runtime.introspection.status import dump_recorder
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol import shared_buffers
-from actors.runtime.protocol.script_refs import same_script_receiver
 from actors.runtime.protocol.serialization import pickle_allowed
 from store.barrier import arrive, barrier, wait_open
 from store.base import Store
@@ -36,11 +33,12 @@ from . import services
 from .callee import Callee
 from .named import serve_named_call
 from .directory import Destination, WorkerDirectory, WorkerInfo
-from .errors import RpcNotInitializedError, WorkerLostError
+from .errors import WorkerLostError
 from .failures import lost_here, raised_here, timed_out
 from .hooks import RpcEnvelope
 from .inflight import calls_status
 from .owners import OwnerTable
+from .sending import Sending
 from .world import join_world
 
 log = get_logger(__name__)
@@ -223,8 +221,8 @@ class RpcAgent(Callee):
         except PeerLostError as exc:
             self.actor.report_lost(address, exc.reason)
 
-    def _sending(self, info: WorkerInfo) -> "_Sending":
-        return _Sending(info, self.directory.runs_this_script(info))
+    def _sending(self, info: WorkerInfo) -> Sending:
+        return Sending(info, self.directory.runs_this_script(info))
 
     def _peer(self, to: Destination) -> WorkerInfo:
         info = self.directory.resolve(to)
@@ -408,30 +406,3 @@ class RpcAgent(Callee):
 def _called(kind: int, payload: Any) -> Any:
     """What a request calls: its function for a call, else its kind."""
     return payload[0] if kind in (Kind.RPC_CALL, Kind.RPC_REMOTE) else kind
-
-
-class _Sending:
-    """Encodes a request for worker `info`: the script's definitions by name alone when
-    it runs this script, and a failure to pickle as a TypeError that names the callee.
-
-    A class rather than a generator context manager: it wraps every call.
-    """
-
-    __slots__ = ("info", "script")
-    _PASS = (RpcNotInitializedError, PeerLostError, TimeoutError, ActorError, zmq.ZMQError)
-
-    def __init__(self, info: WorkerInfo, same_script: bool):
-        self.info = info
-        self.script = same_script_receiver(True) if same_script else None
-
-    def __enter__(self) -> None:
-        if self.script is not None:
-            self.script.__enter__()
-
-    def __exit__(self, kind: Any, exc: Optional[BaseException], tb: Any) -> bool:
-        if self.script is not None:
-            self.script.__exit__()
-        if exc is None or not isinstance(exc, Exception) or isinstance(exc, self._PASS) \
-                or getattr(exc, "remote_traceback", None) is not None:  # raised by the callee
-            return False
-        raise TypeError(f"the call to {self.info.name!r} cannot be sent: {exc}") from exc
