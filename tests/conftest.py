@@ -9,6 +9,7 @@ from typing import Iterator
 
 import pytest
 
+from actors.runtime.process import log
 from tests.store.etcd_server import etcd_server
 
 # What the suite's child processes import: the packages, and the helper modules of the
@@ -28,6 +29,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     root = Path(__file__).resolve().parent.parent
     for folder in _SOURCES:
         compileall.compile_dir(str(root / folder), quiet=2)
+    # The project's log pipeline, before any test captures logs: a capture configures
+    # structlog, and a pipeline configured by then is taken for the application's own.
+    log.configure()
 
 
 @pytest.fixture(scope="session")
