@@ -7,18 +7,24 @@ value in the owner table and replies once it exists.
 """
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from typing import Any, Tuple
 
 from actors.runtime import Future, Message
 from actors.runtime.concurrency.contained import escapes
 from actors.runtime.concurrency.futures import completed, failed
+from actors.runtime.introspection.recorder import RECORDING
 
 from . import hooks as hook_registry
 from . import services
 from .directory import WorkerInfo
 from .errors import RpcNotInitializedError
 from .hooks import RpcEnvelope
+
+# Negative: never a thread's ident (see `Callee._hand_over`).
+_ASYNC_TOKENS = itertools.count(-1, -1)
 
 
 class Callee:
@@ -48,7 +54,9 @@ class Callee:
         peer = self._caller(msg, caller)
         if meta:
             hook_registry.load_hooks_for(meta)
-        msg.thread = threading.get_ident()  # for STATUS: the call's nested calls wait on it
+        thread = msg.thread = threading.get_ident()  # for STATUS: its nested calls wait on it
+        is_async = getattr(fn, "_async_execution", False)
+        since = time.monotonic() if is_async else 0.0
         try:
             if not meta and hook_registry.all_idle():
                 result = fn(*args, **kwargs)
@@ -59,10 +67,23 @@ class Callee:
                     result = fn(*args, **kwargs)
         finally:
             msg.thread = None
-        if getattr(fn, "_async_execution", False) and not isinstance(result, Future):
-            raise TypeError(f"async_execution function {fn.__qualname__} must return an "
-                            f"actors.Future, got {type(result).__name__}")
+        if is_async:
+            if not isinstance(result, Future):
+                raise TypeError(f"async_execution function {fn.__qualname__} must return an "
+                                f"actors.Future, got {type(result).__name__}")
+            if RECORDING and not result.done():
+                self._hand_over(msg, thread, since)
         return result, peer
+
+    def _hand_over(self, msg: Message, thread: int, since: float) -> None:
+        """For STATUS: an async_execution call that returned before its reply keeps the
+        requests it sent linked to it. It and they get a token no thread has, in place of
+        the thread they were made on, which goes on to serve other calls."""
+        token = next(_ASYNC_TOKENS)
+        for pending in self.actor.requests_in_flight():
+            if pending.thread == thread and pending.started >= since:
+                pending.thread = token
+        msg.thread = token
 
     def _serve_call(self, msg: Message) -> Any:
         """The reply ``(value, meta)``: now, or as a Future for async_execution functions."""

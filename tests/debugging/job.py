@@ -5,8 +5,9 @@ Run as one process per rank with MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE s
 the file RELEASE exists (60 s at most), so every run ends by itself.
 
 Scenarios: ``chain`` (w0 calls w1 with rpc_sync, which calls w2 with rpc_async, where
-`stuck_here` waits; w2 has
-one worker thread, so all of its worker threads are blocked); and, after one
+`stuck_here` waits; w2 has one worker thread, so all of its worker threads are
+blocked); ``async_chain`` (the same, but w1's function is an `async_execution` one
+that returns the future of its call to w2, so no thread of w1 waits); and, after one
 collective that every rank completes, ``never_enters`` (rank 2 stays out of the
 second all_reduce), ``different_shape`` and ``different_op`` (rank 2 enters the
 second one with another shape, or calls broadcast), ``victim`` (rank 2 waits to be
@@ -42,13 +43,18 @@ def relay(to: str, release: str) -> str:
     return actors.rpc_async(to, stuck_here, args=(release,)).wait()
 
 
-def chain(rank: int, release: str) -> None:
+@actors.async_execution
+def relay_async(to: str, release: str) -> actors.Future:
+    return actors.rpc_async(to, stuck_here, args=(release,))
+
+
+def chain(rank: int, release: str, relay_fn=relay) -> None:
     # JOB_INIT_METHOD: join through that init method (etcd://...) instead of env://
     actors.init_rpc(f"w{rank}", rank, int(os.environ["WORLD_SIZE"]),
                     init_method=os.environ.get("JOB_INIT_METHOD"),
                     num_worker_threads=1 if rank == 2 else 4)
     if rank == 0:
-        print(actors.rpc_sync("w1", relay, args=("w2", release)), flush=True)
+        print(actors.rpc_sync("w1", relay_fn, args=("w2", release)), flush=True)
     actors.shutdown()
 
 
@@ -99,6 +105,8 @@ def main() -> None:
     rank = int(os.environ["RANK"])
     if scenario == "chain":
         chain(rank, release)
+    elif scenario == "async_chain":
+        chain(rank, release, relay_async)
     elif scenario == "traffic":
         traffic(rank, release)
     else:

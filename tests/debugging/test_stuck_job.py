@@ -33,8 +33,10 @@ def _published(spec: str, count: int) -> bool:
     return len(debug.snapshot(spec, timeout=1.0)) >= count
 
 
-def test_calls_names_the_chain_the_stuck_function_and_its_age(tmp_path):
-    with job("chain", tmp_path) as running:
+# async_chain: w1's function returned its call's future, and no thread of w1 waits on it
+@pytest.mark.parametrize("scenario", ["chain", "async_chain"])
+def test_calls_names_the_chain_the_stuck_function_and_its_age(scenario, tmp_path):
+    with job(scenario, tmp_path) as running:
         assert wait_until(lambda: any(len(c.workers) == 3 for c in debug.calls(running.spec)),
                           60, 0.2), [r.read_text() for r in running.logs]
         asked = time.monotonic()
