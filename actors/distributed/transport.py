@@ -81,8 +81,10 @@ class Transport:
                              inline=True)
         self._actor.register(Kind.PG_LEAVE, lambda msg: _leave(inbox, senders, rank, msg),
                              inline=True)
-        self._actor.on_peer_lost(
-            lambda address: inbox.lose(ranks.get(address, -1), "its connection dropped"))
+        # libzmq reports a closed connection and one whose heartbeats stopped alike.
+        dropped = (f"its connection dropped (it exited, or sent no heartbeat for "
+                   f"{HEARTBEAT_TIMEOUT:g} s)")
+        self._actor.on_peer_lost(lambda address: inbox.lose(ranks.get(address, -1), dropped))
         self._actor.start()
         # A collective's thread reads what it waits for: no wake-up by the I/O thread.
         inbox.read_with(self._actor.read_mailbox_here, self._actor.interrupt_mailbox_reading)
