@@ -7,8 +7,8 @@ lineage (SMART mode's liveness, see `lineage`) in its meta, and a request the
 context releases owed to its receiver (see `release`). The receiver
 creates the context on first sight, gives the received tensors a `RecvFunction` as
 their `grad_fn`, and runs the called function inside that context, so nested calls
-record too. Tensors are found in lists, tuples, dicts and user objects' attributes,
-in the same order on both sides.
+record too. Tensors are found wherever pickling finds them (`grad_tensors`), in the
+same order on both sides.
 """
 from __future__ import annotations
 
@@ -30,41 +30,66 @@ from .release import owed, release_all
 log = get_logger(__name__)
 
 HOOK_NAME = "engine.dist_autograd"
-_MAX_DEPTH = 8
 # Objects from these packages are never searched for tensors (RRefs, arrays, modules...).
 _OPAQUE_MODULES = ("actors", "store", "numpy", "zmq", "builtins", "engine.autograd")
 
 
 def grad_tensors(value: Any) -> List[Tensor]:
-    """The distinct tensors requiring grad inside `value`, in a deterministic order."""
+    """The distinct tensors requiring grad inside `value`, in an order that the value's
+    unpickled copy gives too: the order in which pickling writes them.
+
+    Lists, tuples and dicts (their subclasses too: a namedtuple, an OrderedDict) are
+    searched in order, at any depth; any other object by what it pickles (its
+    ``__reduce_ex__``: its ``__dict__``, ``__slots__`` or ``__getstate__``). TypeError
+    for such a tensor inside a set, whose order differs between processes.
+    """
     found: List[Tensor] = []
     seen = set()
-
-    def visit(item: Any, depth: int) -> None:
-        if id(item) in seen or depth > _MAX_DEPTH:
-            return
-        kind = type(item)
-        if kind is Tensor or isinstance(item, Tensor):
+    held = []  # what a reduction made, alive until the end: no id of `seen` is reused
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        if isinstance(item, Tensor):
             seen.add(id(item))
             if item.requires_grad:
                 found.append(item)
-            return
-        if kind in (list, tuple):
+            continue
+        parts = _parts(item)
+        if parts:
             seen.add(id(item))
-            for element in item:
-                visit(element, depth + 1)
-        elif kind is dict:
-            seen.add(id(item))
-            for element in item.values():
-                visit(element, depth + 1)
-        elif hasattr(item, "__dict__") and not kind.__module__.startswith(_OPAQUE_MODULES) \
-                and not isinstance(item, type):
-            seen.add(id(item))
-            for element in vars(item).values():
-                visit(element, depth + 1)
-
-    visit(value, 0)
+            held.append(parts)
+            stack.extend(reversed(parts))
     return found
+
+
+def _parts(item: Any) -> Optional[list]:
+    """What pickling writes of `item` that may hold tensors, in its order; None for a
+    leaf."""
+    if isinstance(item, (list, tuple)):
+        return list(item)
+    if isinstance(item, dict):
+        return list(item.values())
+    if isinstance(item, (set, frozenset)):
+        if grad_tensors(list(item)):
+            raise TypeError("a tensor that requires grad is inside a set, whose order "
+                            "differs between processes: send it in a list or a tuple")
+        return None
+    if isinstance(item, type) or type(item).__module__.startswith(_OPAQUE_MODULES):
+        return None
+    try:
+        reduction = item.__reduce_ex__(4)
+    except Exception:  # noqa: BLE001 - not picklable: sending it fails, with its own error
+        return None
+    if not isinstance(reduction, tuple):
+        return None  # a global's name
+    args, state = reduction[1:3] if len(reduction) > 2 else (reduction[1], None)
+    parts = [args, state]
+    for items in reduction[3:5]:  # list items, dict items
+        if items is not None:
+            parts.append(list(items))
+    return parts
 
 
 def new_message_id() -> int:

@@ -1,4 +1,5 @@
 """Distributed autograd against closed forms and against the local engine."""
+import collections
 import threading
 
 import numpy as np
@@ -225,6 +226,38 @@ def test_tensors_nested_in_containers_and_user_objects_are_recorded(world3):
     np.testing.assert_allclose(grads[a], [2.0, 2.0])
     np.testing.assert_allclose(grads[b], [6.0, 6.0])
     np.testing.assert_allclose(grads[c], [2.0, 2.0])
+
+
+def _nested(tensor, depth: int):
+    for _ in range(depth):
+        tensor = [tensor]
+    return tensor
+
+
+@pytest.mark.parametrize("mode", ["fast", "smart"])
+def test_tensors_in_namedtuples_ordered_dicts_slots_and_deep_lists_are_recorded(world3, mode):
+    a, b, c, d = (engine.tensor([1.0, 2.0], requires_grad=True) for _ in range(4))
+    with dist_autograd.context() as context_id:
+        bundle = collections.OrderedDict(pair=workers.Pair(a, b),
+                                         slotted=workers.Slotted(c, 3.0),
+                                         deep=_nested(d, 40))
+        total = actors.rpc_sync("worker1", workers.containers_total, args=(bundle,))
+        pair = actors.rpc_sync("worker1", workers.pair_and_dict_of, args=(a,))
+        loss = total + (pair.first + pair.second["third"]).sum()
+        dist_autograd.backward(context_id, [loss], mode=mode)
+        grads = dist_autograd.get_gradients(context_id)
+    np.testing.assert_allclose(grads[a], [6.0, 6.0])  # 1 + 2 + 3
+    np.testing.assert_allclose(grads[b], [2.0, 2.0])
+    np.testing.assert_allclose(grads[c], [3.0, 3.0])
+    np.testing.assert_allclose(grads[d], [1.0, 1.0])
+
+
+def test_a_tensor_requiring_grad_inside_a_set_is_refused_before_it_is_sent(world3):
+    a = engine.tensor([1.0], requires_grad=True)
+    with dist_autograd.context():
+        with pytest.raises(TypeError, match="inside a set"):
+            actors.rpc_sync("worker1", len, args=({a},))
+        assert actors.rpc_sync("worker1", len, args=([a],)) == 1
 
 
 def test_a_call_still_in_flight_when_its_context_is_released_does_not_revive_it(world3):

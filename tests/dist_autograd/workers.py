@@ -1,6 +1,7 @@
 """Functions the distributed autograd tests run on remote workers."""
 from __future__ import annotations
 
+import collections
 import threading
 import time
 
@@ -142,6 +143,33 @@ def weighted_total(bundle):
 
 def sum_of_squares(x):
     return (x * x).sum()
+
+
+Pair = collections.namedtuple("Pair", "first second")
+
+
+class Slotted:
+    """A user object that keeps its tensor in a slot (no ``__dict__``)."""
+
+    __slots__ = ("tensor", "scale")
+
+    def __init__(self, tensor, scale):
+        self.tensor, self.scale = tensor, scale
+
+
+def containers_total(bundle):
+    """Sum of an OrderedDict {"pair": Pair(a, b), "slotted": Slotted(c, s), "deep": [[...[d]]]}:
+    a + 2*b + s*c + d, summed."""
+    deep = bundle["deep"]
+    while isinstance(deep, list):
+        (deep,) = deep
+    pair, slotted = bundle["pair"], bundle["slotted"]
+    return (pair.first + 2.0 * pair.second + slotted.tensor * slotted.scale + deep).sum()
+
+
+def pair_and_dict_of(x):
+    """A namedtuple and an OrderedDict holding 2*x and 3*x."""
+    return Pair(x * 2.0, collections.OrderedDict(third=x * 3.0))
 
 
 def call(remote: bool, worker: str, fn, *args):
