@@ -297,6 +297,8 @@ def _timeout(payload: Any) -> Optional[float]:
     timeout = _field(payload, "timeout", None)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))):
         raise TypeError(f"timeout must be seconds (a number), got {type(timeout).__name__}")
+    if timeout != timeout:  # JSON clients can send NaN: no deadline compares to it
+        raise ValueError("timeout must be a number of seconds, got nan")
     return timeout
 
 

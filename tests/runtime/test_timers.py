@@ -35,3 +35,11 @@ def test_the_loop_sleeps_until_the_next_timer_at_most_a_minute_and_forever_witho
     assert timers.sleep_ms() == 0
     timers.clear()
     assert timers.sleep_ms() is None
+
+
+def test_a_nan_delay_is_refused_and_the_heap_keeps_its_order():
+    timers = Timers()
+    with pytest.raises(ValueError, match="nan"):
+        timers.add(float("nan"), print, ())
+    soon = timers.add(-1.0, print, ())
+    assert timers.due() == [soon] and timers.sleep_ms() is None

@@ -203,6 +203,31 @@ def test_a_client_without_pickle_talks_to_the_store_in_json(server_process):
         zctx.term()
 
 
+def test_a_json_wait_with_a_nan_timeout_gets_an_error_and_the_server_serves_on(server_process):
+    port, _ = server_process
+    zctx = zmq.Context()
+    sock = zctx.socket(zmq.DEALER)
+    sock.setsockopt(zmq.RCVTIMEO, 10_000)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(f"tcp://127.0.0.1:{port}")
+    try:
+        # json.dumps writes NaN as the bare token, as other languages' encoders may
+        flags, body, _ = _json_request(sock, 0x0101, 1, {"key": "absent",
+                                                         "timeout": float("nan")})
+        assert flags & 0x02 and body["type"] == "builtins.ValueError", body
+        assert "nan" in body["message"]
+        flags, body, _ = _json_request(sock, 0x0100, 2, {"key": "after", "value": "v"})
+        assert flags == 0x09 and body is None
+        store = TCPStore("127.0.0.1", port, timeout=10)
+        try:
+            assert store.get("after") == b"v"
+        finally:
+            store.close()
+    finally:
+        sock.close(0)
+        zctx.term()
+
+
 def test_torchs_use_libuv_is_accepted_and_a_listen_fd_refused():
     server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=False)
     try:

@@ -29,7 +29,11 @@ class Timers:
         self._order = itertools.count()  # equal deadlines run in the order they were set
 
     def add(self, delay: float, fn: Callable[..., Any], args: tuple) -> TimerHandle:
-        """A timer that runs `fn(*args)` `delay` seconds from now."""
+        """A timer that runs `fn(*args)` `delay` seconds from now; ValueError for a NaN
+        delay, which no time compares to: it would never be due, and the loop could not
+        tell how long to sleep."""
+        if delay != delay:
+            raise ValueError("a timer's delay must be a number of seconds, got nan")
         handle = TimerHandle(time.monotonic() + delay, fn, args)
         heapq.heappush(self._heap, (handle.deadline, next(self._order), handle))
         return handle
