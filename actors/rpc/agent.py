@@ -70,13 +70,15 @@ class RpcAgent(Callee):
         self._idle = threading.Condition(self._lock)
         self.actor = Actor(f"tcp://{host}:0", name=name, num_worker_threads=num_worker_threads,
                            workers_receive=True)
-        self.actor.register(Kind.RPC_CALL, self._serve_call)
-        self.actor.register(Kind.RPC_REMOTE, self._serve_remote, inline=True)
+        # Pickled kinds only: their payloads hold Python objects, and a JSON client
+        # that could send them would reach the owner table too.
+        self.actor.register(Kind.RPC_CALL, self._serve_call, json=False)
+        self.actor.register(Kind.RPC_REMOTE, self._serve_remote, inline=True, json=False)
         self.actor.register(Kind.RPC_CALL_NAMED, serve_named_call)
         self.actor.register(Kind.RREF_FORK, lambda msg: self.owners.add(*msg.payload) and None,
-                            inline=True)
+                            inline=True, json=False)
         self.actor.register(Kind.RREF_DELETE, lambda msg: self.owners.remove(*msg.payload),
-                            inline=True)
+                            inline=True, json=False)
         for kind, handler in services.services().items():
             self.serve(kind, handler)
         self.actor.on_peer_lost(self._on_peer_lost)

@@ -13,9 +13,9 @@ import pytest
 import zmq
 
 import actors
-from actors.runtime import SafeModeError
+from actors.runtime import ProtocolError, SafeModeError
 from actors.runtime.protocol import envelope
-from actors.runtime.protocol import Kind
+from actors.runtime.protocol import Flag, Kind
 from actors.runtime.protocol.remote_errors import exception_from_payload
 from store import TCPStore
 from store.errors import StoreTimeoutError
@@ -38,13 +38,14 @@ class _CreatesFile:
         return open, (self.path, "w")
 
 
-def pickled_request(address, kind, payload):
-    """Send a pickled request from a plain DEALER; the exception its error reply carries."""
+def pickled_request(address, kind, payload, flags=0):
+    """Send a pickled request (JSON with `flags` JSON) from a plain DEALER; the exception
+    its error reply carries."""
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 0)
     try:
         sock.connect(address)
-        sock.send_multipart(envelope.encode(kind, 5, payload))
+        sock.send_multipart(envelope.encode(kind, 5, payload, flags))
         assert sock.poll(10_000), "no reply"
         frames = sock.recv_multipart()
     finally:
@@ -74,6 +75,19 @@ def test_a_pickled_named_call_is_refused_too(safe_worker):
     address, _ = safe_worker
     error = pickled_request(address, Kind.RPC_CALL_NAMED, {"fn": "count", "args": []})
     assert isinstance(error, SafeModeError)
+
+
+@pytest.mark.parametrize("kind, payload", [
+    (Kind.RPC_CALL, {}), (Kind.RPC_CALL, ["print", ["x"], {}, 0, {}]), (Kind.RPC_REMOTE, []),
+    (Kind.RREF_FORK, [7, 1]), (Kind.RREF_DELETE, [7, 1])])
+def test_a_json_body_of_a_pickled_kind_is_a_protocol_error_naming_named_calls(
+        safe_worker, kind, payload):
+    address, _ = safe_worker
+    error = pickled_request(address, kind, payload, Flag.JSON)
+    assert isinstance(error, ProtocolError), error
+    assert "takes a pickled body" in str(error) and "RPC_CALL_NAMED" in str(error)
+    with client(address) as calls:  # still serving
+        assert calls.call("scale", np.ones(2, np.float32), 3.0).tolist() == [3.0, 3.0]
 
 
 def test_the_safe_workers_store_serves_python_clients_in_json(safe_worker, tmp_path):

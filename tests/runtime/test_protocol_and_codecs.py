@@ -104,6 +104,14 @@ def test_a_payload_encoded_once_is_sent_to_many_with_only_the_header_differing()
             np.testing.assert_array_equal(got["b"], value["b"])
 
 
+@pytest.mark.parametrize("value", [{"$buf": 0}, {"$array": 1, "note": "x"}])
+def test_a_map_that_would_read_as_a_buffer_marker_is_refused_before_it_is_sent(value):
+    with pytest.raises(TypeError, match="buffer marker"):
+        json_codec.dumps({"v": value})
+    assert json_codec.loads(*json_codec.dumps({"$buf": 0, "other": 1})) == {"$buf": 0,
+                                                                          "other": 1}
+
+
 def test_a_json_body_that_refers_to_a_missing_frame_is_a_protocol_error():
     with pytest.raises(ProtocolError, match="missing buffer frame 3"):
         json_codec.loads(b'{"v":{"$buf":3}}', [])

@@ -12,7 +12,7 @@ from typing import Any, Callable, List, NamedTuple, Optional
 
 from ..concurrency.contained import escapes
 from ..concurrency.futures import Future
-from ..errors import UnknownKindError
+from ..errors import ProtocolError, UnknownKindError
 from ..introspection.recorder import RECEIVED, RECORDING, SERVED, record
 from ..process.log import get_logger
 from ..protocol import (JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, SAME_HOST, Kind, envelope,
@@ -29,15 +29,19 @@ Handler = Callable[[Message], Any]
 class Registration(NamedTuple):
     fn: Handler
     inline: bool
+    json: bool  # whether the kind takes JSON bodies too
 
 
 class Serving:
     """The receiving half of `ActorCore` (see `actors.runtime.actor`): it uses the core's
     name, handlers, router, pool and its set of requests not answered."""
 
-    def register(self, kind: int, handler: Handler, *, inline: bool = False) -> None:
-        """Serve requests of `kind` with `handler(message)`; `inline` runs it on the I/O thread."""
-        self._handlers[int(kind)] = Registration(handler, inline)
+    def register(self, kind: int, handler: Handler, *, inline: bool = False,
+                 json: bool = True) -> None:
+        """Serve requests of `kind` with `handler(message)`; `inline` runs it on the I/O
+        thread. Without `json`, a JSON body of that kind is refused with ProtocolError
+        before the handler sees it (kinds whose payload only Python code makes)."""
+        self._handlers[int(kind)] = Registration(handler, inline, json)
 
     def on_sender_lost(self, callback: Callable[[bytes], None]) -> None:
         """Call `callback(identity)` on the I/O thread when a sender's connection closes.
@@ -126,6 +130,10 @@ class Serving:
             registration = self._handlers.get(header.kind)
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
+            if header.flags & JSON and not registration.json:
+                raise ProtocolError(f"{kind_name(header.kind)} takes a pickled body, not JSON "
+                                    f"(docs/PROTOCOL.md); a JSON client calls the functions "
+                                    f"a process exposes with RPC_CALL_NAMED")
             payload = envelope.read_payload(header, frames)
             msg = Message(header.kind, header.req_id, header.flags, payload, sender=identity)
             if RECORDING:

@@ -50,6 +50,9 @@ def _lift(value: Any, buffers: List[Any]) -> Any:
         buffers.append(memoryview(np.ascontiguousarray(value).reshape(-1).view(np.uint8)))
         return {ARRAY: len(buffers) - 1, "dtype": value.dtype.str, "shape": list(value.shape)}
     if isinstance(value, dict):
+        if ARRAY in value or (len(value) == 1 and BUF in value):
+            raise TypeError(f"a map with the key {ARRAY!r}, or {BUF!r} alone, would be read "
+                            f"as a buffer marker (docs/PROTOCOL.md)")
         return {str(k): _lift(v, buffers) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_lift(v, buffers) for v in value]
