@@ -13,12 +13,15 @@ import time
 
 import numpy as np
 import pytest
+import zmq
+import zmq.auth
 
 import actors
 from actors.keys import generate
 from actors.runtime import Actor, PeerLostError
 from actors.runtime.io.security import Security, set_security
 from actors.runtime.io.sockets import REFUSED
+from actors.runtime.protocol import Flag, Kind, envelope
 from store import TCPStore
 from store.errors import StoreConnectionError
 from tests.elastic.conftest import agents  # noqa: F401 - the launcher fixture
@@ -171,6 +174,40 @@ def test_the_zap_handler_starts_with_the_first_server_and_stops_with_the_setting
         server.stop()
     set_security(None)
     assert wait_until(lambda: _threads() <= before, 10), _threads() - before
+
+def _pinged(address, client_dir, server_key):
+    """Whether a raw DEALER with `client_dir`'s pair gets a PING answered (1.5 s at most)."""
+    public, secret = zmq.auth.load_certificate(client_dir / "self.key_secret")
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.curve_serverkey, sock.curve_publickey, sock.curve_secretkey = \
+        server_key, public, secret
+    try:
+        sock.connect(address)
+        sock.send_multipart(envelope.encode(Kind.PING, 1, "hi", Flag.JSON))
+        return bool(sock.poll(1500))
+    finally:
+        sock.close()
+
+
+def test_servers_keep_their_clients_when_the_setting_changes_and_refuse_all_once_cleared(keys):
+    job, outsider = keys
+    job_setting = Security.from_dir(job)
+    set_security(job_setting)
+    server = Actor("tcp://127.0.0.1:0", name="curve-kept").start()
+    try:
+        assert _pinged(server.address, job, job_setting.public_key)
+        # Another setting, whose own clients include the outsider, for sockets made now
+        set_security(Security.from_dir(outsider))
+        Actor("tcp://127.0.0.1:0", name="curve-other").start().stop()
+        assert not _pinged(server.address, outsider, job_setting.public_key)
+        assert _pinged(server.address, job, job_setting.public_key)
+        set_security(None)  # no ZAP handler any more: refuse everyone rather than admit
+        assert not _pinged(server.address, outsider, job_setting.public_key)
+        assert not _pinged(server.address, job, job_setting.public_key)
+    finally:
+        server.stop()
+
 
 @pytest.mark.slow
 def test_the_keys_command_writes_an_authorised_pair_and_never_overwrites_it(tmp_path):

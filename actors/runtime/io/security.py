@@ -18,10 +18,12 @@ A directory holds ``zmq.auth`` certificate files (``python -m actors.keys``):
 """
 from __future__ import annotations
 
+import itertools
 import os
 import pathlib
 import threading
-from typing import TYPE_CHECKING, FrozenSet, Iterable, Optional
+import time
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, Optional
 
 import zmq
 import zmq.auth
@@ -37,6 +39,7 @@ log = get_logger(__name__)
 
 DIR_VARIABLE = "ACTORGRAD_CURVE_DIR"
 ZAP_DOMAIN = b"actorgrad"
+_REBIND_LIMIT, _REBIND_PAUSE = 2.0, 0.005  # seconds (see `_started_authenticator`)
 
 
 class Security:
@@ -103,6 +106,11 @@ class _Setting:
         self.security: Optional[Security] = None
         self.decided = False  # set_security was called, or the environment was read
         self.authenticator: Optional[ThreadAuthenticator] = None
+        # The ZAP domain of each setting the handler answers for, while it runs: a
+        # replaced setting's servers keep their own clients. No name is used twice, so
+        # servers of a cleared setting never pass as a later one's.
+        self.domains: Dict[Security, bytes] = {}
+        self.domain_numbers = itertools.count(1)
 
 
 _setting = _Setting()
@@ -111,13 +119,16 @@ _setting = _Setting()
 def set_security(security: Optional[Security]) -> None:
     """Make `security` the setting of every socket made from now on (None: plain sockets).
 
-    Sockets already open keep what they were made with. Replacing or clearing a
-    setting stops the ZAP handler's thread; the next server socket starts it anew.
+    Sockets already open keep what they were made with: after a replacement, servers
+    made before admit the clients their setting authorised. Clearing the setting
+    (None) stops the ZAP handler's thread, and servers made under CURVE then refuse
+    every client; the next CURVE server starts the handler anew.
     """
     if security is not None and not isinstance(security, Security):
         raise TypeError(f"expected an actors.Security or None, got {type(security).__name__}")
     with _setting.lock:
-        _stop_authenticator()
+        if security is None:
+            _stop_authenticator()
         _setting.security, _setting.decided = security, True
     log.info("security_set", curve=security is not None)
 
@@ -144,8 +155,10 @@ def secure(sock: zmq.Socket, *, server: bool) -> None:
     sock.setsockopt(zmq.CURVE_SECRETKEY, security.secret_key)
     sock.setsockopt(zmq.CURVE_PUBLICKEY, security.public_key)
     if server:
-        _start_authenticator(security)
-        sock.setsockopt(zmq.ZAP_DOMAIN, ZAP_DOMAIN)
+        sock.setsockopt(zmq.ZAP_DOMAIN, _authenticate(security))
+        # Without a ZAP handler (the setting was cleared), refuse every client rather
+        # than admit any, which is libzmq's default.
+        sock.setsockopt(zmq.ZAP_ENFORCE_DOMAIN, 1)
         sock.setsockopt(zmq.CURVE_SERVER, 1)
     else:
         sock.setsockopt(zmq.CURVE_SERVERKEY, security.server_key)
@@ -164,23 +177,49 @@ class _AuthorizedKeys:
         return allowed
 
 
-def _start_authenticator(security: Security) -> None:
-    """The ZAP handler for `security`'s clients, started once (before any server binds)."""
-    if _setting.authenticator is not None:
-        return
+def _authenticate(security: Security) -> bytes:
+    """The ZAP domain whose clients the ZAP handler checks against `security`'s keys;
+    the handler is started with the first server (before it binds)."""
+    domain = _setting.domains.get(security)
+    if domain is not None:
+        return domain
     with _setting.lock:
         if _setting.authenticator is None:
-            # Imported here: it pulls in asyncio, a cost only CURVE users should pay.
-            from zmq.auth.thread import ThreadAuthenticator
-
-            authenticator = ThreadAuthenticator(process_context())
-            authenticator.start()
+            authenticator = _started_authenticator()
             register_foreign(authenticator.thread, owner="actors.runtime.io.security",
                              purpose="answers ZAP requests: may this CURVE client connect?")
-            authenticator.configure_curve_callback(
-                ZAP_DOMAIN.decode(), credentials_provider=_AuthorizedKeys(security.authorized))
             _setting.authenticator = authenticator
-            log.info("zap_handler_started", authorized=len(security.authorized))
+            log.info("zap_handler_started")
+        domain = _setting.domains.get(security)
+        if domain is None:
+            number = next(_setting.domain_numbers)
+            domain = ZAP_DOMAIN + (f".{number}".encode() if number > 1 else b"")
+            _setting.authenticator.configure_curve_callback(
+                domain.decode(), credentials_provider=_AuthorizedKeys(security.authorized))
+            _setting.domains[security] = domain
+            log.info("zap_domain_configured", domain=domain.decode(),
+                     authorized=len(security.authorized))
+        return domain
+
+
+def _started_authenticator() -> "ThreadAuthenticator":
+    """A running ZAP handler. A handler stopped just before holds ZeroMQ's one ZAP
+    endpoint until libzmq's reaper has closed its socket: binding is retried meanwhile."""
+    # Imported here: it pulls in asyncio, a cost only CURVE users should pay.
+    from zmq.auth.thread import ThreadAuthenticator
+
+    deadline = time.monotonic() + _REBIND_LIMIT
+    while True:
+        authenticator = ThreadAuthenticator(process_context())
+        try:
+            authenticator.start()
+            return authenticator
+        except zmq.ZMQError as exc:
+            if authenticator.zap_socket is not None:
+                authenticator.zap_socket.close(0)
+            if exc.errno != zmq.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            time.sleep(_REBIND_PAUSE)
 
 
 def _stop_authenticator() -> None:
@@ -188,5 +227,6 @@ def _stop_authenticator() -> None:
     if _setting.authenticator is not None:
         _setting.authenticator.stop()
         _setting.authenticator = None
+        _setting.domains.clear()
         log.info("zap_handler_stopped")
 
