@@ -1,17 +1,20 @@
 """A barrier in a store: every one of `count` callers counts itself in; the last opens it.
 
 The RPC world, the static rendezvous and the launcher's exit all meet this way.
-Keys: `<name>/arrived` (the count) and `<name>/open`. A wait at a barrier that lasts
-says how many have arrived (`arrived_text`), not which key it waits for.
+Keys: `<name>/arrived` (the count) and `<name>/open`; members that name themselves
+arrive in `<name>/members` ("0,2,") instead of the count, so that a barrier can open
+without members known to be lost (`wait_open`'s `lost`). A wait at a barrier that
+lasts says how many have arrived (`arrived_text`), not which key it waits for.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Set
 
 from store.base import Store
 from store.waiting import wait_keys
 
 _FOREVER = 10.0 ** 9
+LOST_CHECK_EVERY = 0.25  # seconds between two looks at which members were lost
 
 
 def arrived_text(label: str, arrived: int, count: Optional[int], members: str = "") -> str:
@@ -22,29 +25,66 @@ def arrived_text(label: str, arrived: int, count: Optional[int], members: str = 
     return f"{label}: {arrived}{of}{who} arrived"
 
 
-def arrive(store: Store, name: str, count: int) -> None:
-    """Count this caller in at barrier `name`; the `count`-th caller opens it."""
-    if store.add(f"{name}/arrived", 1) == count:
+def arrive(store: Store, name: str, count: int, member: Optional[int] = None) -> None:
+    """Count this caller in at barrier `name` (as `member`, if given); the `count`-th
+    caller opens it."""
+    if member is None:
+        if store.add(f"{name}/arrived", 1) == count:
+            store.set(f"{name}/open", b"1")
+        return
+    # One append records both that a member arrived and which one, so a member that
+    # dies meanwhile is either in or out, never counted without its name.
+    store.append(f"{name}/members", f"{member},")
+    if len(_members(store, name)) >= count:
         store.set(f"{name}/open", b"1")
 
 
+def _members(store: Store, name: str) -> Set[int]:
+    key = f"{name}/members"
+    if not store.check([key]):
+        return set()
+    return {int(member) for member in store.get(key).decode().split(",") if member}
+
+
+def _arrived(store: Store, name: str) -> int:
+    return len(_members(store, name)) or store.add(f"{name}/arrived", 0)
+
+
 def wait_open(store: Store, name: str, timeout: Optional[float], count: Optional[int] = None,
-              label: Optional[str] = None, members: str = "") -> None:
+              label: Optional[str] = None, members: str = "",
+              lost: Optional[Callable[[], Set[int]]] = None) -> None:
     """Wait until barrier `name` is open (None or 0: no limit); StoreTimeoutError otherwise.
 
+    With `lost` (members that will never arrive, asked every LOST_CHECK_EVERY seconds),
+    the barrier also opens once every member but those has arrived; members then
+    arrive naming themselves, so that one lost after it arrived is not counted twice.
     A long wait reports how many have arrived (`arrived_text`; `label` defaults to
     ``store barrier '<name>'``).
     """
     label = label or f"store barrier {name!r}"
 
     def what() -> str:
-        return arrived_text(label, store.add(f"{name}/arrived", 0), count, members)
+        return arrived_text(label, _arrived(store, name), count, members)
 
-    wait_keys(store, [f"{name}/open"], timeout if timeout else _FOREVER, what)
+    def enough() -> bool:
+        arrived = _members(store, name)
+        away = lost() - arrived
+        if not away or len(arrived) + len(away) < count:
+            return False
+        store.set(f"{name}/open", b"1")
+        return True
+
+    if lost is None or count is None:
+        wait_keys(store, [f"{name}/open"], timeout if timeout else _FOREVER, what)
+    else:
+        wait_keys(store, [f"{name}/open"], timeout if timeout else _FOREVER, what,
+                  enough, LOST_CHECK_EVERY)
 
 
 def barrier(store: Store, name: str, count: int, timeout: Optional[float],
-            label: Optional[str] = None, members: str = "") -> None:
-    """Return once `count` callers have reached barrier `name`."""
-    arrive(store, name, count)
-    wait_open(store, name, timeout, count, label, members)
+            label: Optional[str] = None, members: str = "", member: Optional[int] = None,
+            lost: Optional[Callable[[], Set[int]]] = None) -> None:
+    """Return once `count` callers have reached barrier `name` (see `wait_open` for
+    `member` and `lost`)."""
+    arrive(store, name, count, member)
+    wait_open(store, name, timeout, count, label, members, lost)

@@ -68,19 +68,24 @@ def block(attempt_for: Callable[[float], Attempt], operation: str, keys: Sequenc
             missing[:] = answer
 
 
-def wait_keys(store: Store, keys: Sequence[str], timeout: float, what: Callable[[], Any]) -> None:
+def wait_keys(store: Store, keys: Sequence[str], timeout: float, what: Callable[[], Any],
+              enough: Optional[Callable[[], bool]] = None, every: float = math.inf) -> None:
     """`store.wait(keys, timeout)`, reporting `what()` while it lasts: the text of a
     caller that knows what the keys mean ("store barrier 'x': 3 of 4 arrived").
+    With `enough`, it also ends once `enough()` is true, asked every `every` seconds.
 
-    `what` runs between two waits, so it may ask the store.
+    `what` and `enough` run between two waits, so they may ask the store.
     """
     deadline = time.monotonic() + timeout
     with SlowWait(what) as report:
         while True:
             try:
-                store.wait(keys, max(0.0, min(deadline - time.monotonic(), report.next_in())))
+                store.wait(keys, max(0.0, min(deadline - time.monotonic(), report.next_in(),
+                                              every)))
                 return
             except StoreTimeoutError as exc:
+                if enough is not None and enough():
+                    return
                 if time.monotonic() >= deadline:
                     raise StoreTimeoutError(exc.operation, exc.keys, timeout,
                                             exc.detail) from None

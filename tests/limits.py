@@ -28,6 +28,9 @@ NOTHING_LISTENS = 5.0
 # A hung process noticed by missed heartbeats: up to the 1 s interval and the 3 s
 # timeout by design, plus margin.
 HEARTBEATS_MISSED = 8.0
+# A graceful RPC shutdown that leaves a lost worker behind: three barrier rounds, each
+# noticing the loss within its 0.25 s look at the store, plus margin.
+LEFT_BEHIND = 5.0
 # Beyond a timeout the test itself sets: the time to notice it passed and to clean up.
 AFTER_TIMEOUT = 5.0
 

@@ -47,6 +47,7 @@ _CONNECT_TIMEOUT = 5.0
 # How long joining may take when calls have no default timeout (0), as torch's
 # rendezvous, which does not use the RPC timeout, allows by default.
 INIT_TIMEOUT = 1800.0
+LOST_KEY = "rpc/lost"  # ranks that workers found lost, "1,3,"
 
 
 class RpcAgent(Callee):
@@ -62,6 +63,7 @@ class RpcAgent(Callee):
         self._withdraw: Callable[[], None] = lambda: None  # see publish_introspection
         self._ids = itertools.count(1)
         self._lost: Set[str] = set()
+        self._lost_written: Set[str] = set()  # those of `_lost` in the store (`_lost_ranks`)
         self._outstanding = 0  # calls sent from here and not answered, under `_lock`
         self._idle_waiters = 0  # threads in `wait_idle`, under `_lock`
         self._leaving = False
@@ -362,6 +364,16 @@ class RpcAgent(Callee):
 
     # ---- shutdown -----------------------------------------------------------------
 
+    def _lost_ranks(self) -> Set[int]:
+        """The ranks any worker of the world found lost, this worker's written down first
+        (in the store's ``rpc/lost``, for the others' shutdown barriers)."""
+        for name in set(self._lost) - self._lost_written:
+            self.store.append(LOST_KEY, f"{self.directory.resolve(name).id},")
+            self._lost_written.add(name)
+        if not self.store.check([LOST_KEY]):
+            return set()
+        return {int(rank) for rank in self.store.get(LOST_KEY).decode().split(",") if rank}
+
     def wait_idle(self, timeout: Optional[float]) -> bool:
         """Wait until no call sent from here is outstanding."""
         with self._idle:
@@ -372,7 +384,11 @@ class RpcAgent(Callee):
                 self._idle_waiters -= 1
 
     def leave(self, graceful: bool, timeout: Optional[float]) -> None:
-        """Leave the world: with `graceful`, a barrier once every worker's work is done."""
+        """Leave the world: with `graceful`, a barrier once every worker's work is done.
+
+        Workers that any worker found lost are not waited for: the others leave
+        without them, and say so in a warning.
+        """
         if graceful:
             # Two rounds: work that arrived while others drained (nested calls) is
             # finished before the second barrier.
@@ -382,15 +398,20 @@ class RpcAgent(Callee):
                 # was sent one way (RRef deletions, context releases).
                 self.actor.deliver_sent(timeout, "shutdown")
                 barrier(self.store, f"barriers/shutdown/{round_}", self.world_size, timeout,
-                        label=f"rpc shutdown of {self.name!r}", members="workers")
+                        label=f"rpc shutdown of {self.name!r}", members="workers",
+                        member=self.rank, lost=self._lost_ranks)
                 self._leaving = True  # every worker is in shutdown: departures are expected
             self.wait_idle(timeout)
             self._withdraw()  # every call is done, and the store is certainly up
             # Rank 0 may host the store: it closes only after everyone's last store call.
-            arrive(self.store, "barriers/shutdown/left", self.world_size)
+            arrive(self.store, "barriers/shutdown/left", self.world_size, self.rank)
             if self.rank == 0:
                 wait_open(self.store, "barriers/shutdown/left", timeout, self.world_size,
-                          f"rpc shutdown of {self.name!r}: leaving", "workers")
+                          f"rpc shutdown of {self.name!r}: leaving", "workers",
+                          lost=self._lost_ranks)
+            if self._lost_written:
+                log.warning("rpc_shutdown_without_lost_workers", worker=self.name,
+                            lost=sorted(self._lost_written))
         self._leaving = True
         status.remove_section("rpc", self._status)
         self.actor.stop(deliver=not graceful)  # graceful: delivered before the barriers

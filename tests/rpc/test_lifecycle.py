@@ -11,7 +11,7 @@ from tests import limits
 from tests.limits import within
 from tests.net import free_port
 from tests.rpc import workers
-from tests.rpc.conftest import ctx, rpc_world
+from tests.rpc.conftest import ctx, reap, rpc_world
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -54,6 +54,27 @@ def test_a_call_to_a_worker_killed_before_this_worker_ever_reached_it_fails_prom
             actors.rpc_async("worker2", workers.add, args=(1, 1), timeout=60).wait(10)
         within(started, limits.NOTHING_LISTENS, "nothing listens")
         assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
+
+
+def test_a_graceful_shutdown_leaves_without_a_worker_that_was_lost(capfd):
+    port = free_port()
+    procs = [ctx.Process(target=workers.serve, args=(rank, 3, port, 4, False), daemon=True)
+             for rank in (1, 2)]
+    for proc in procs:
+        proc.start()
+    try:
+        actors.init_rpc("worker0", 0, 3, init_method=f"tcp://127.0.0.1:{port}", timeout=30)
+        assert actors.rpc_sync("worker2", workers.add, args=(1, 1)) == 2
+        with pytest.raises(WorkerLostError):
+            actors.rpc_sync("worker1", workers.die_now)
+        started = time.monotonic()
+        actors.shutdown(graceful=True, timeout=60)  # worker2 never talked to worker1
+        within(started, limits.LEFT_BEHIND, "shutdown without a lost worker")
+        procs[1].join(30)
+        assert procs[1].exitcode == 0  # its own graceful shutdown returned too
+        assert "rpc_shutdown_without_lost_workers" in capfd.readouterr().err
+    finally:
+        reap(procs, 30)
 
 
 def test_calls_count_as_in_flight_until_their_futures_hold_the_reply_from_any_thread():
