@@ -26,7 +26,10 @@ class Transpose(Op):
 
     @staticmethod
     def backward(axes, grad, needs):
-        return (grad.transpose() if axes is None else grad.transpose(np.argsort(axes)),)
+        if axes is None:
+            return (grad.transpose(),)
+        # argsort inverts the permutation only once negative axes are counted from the end
+        return (grad.transpose(np.argsort(np.mod(axes, grad.ndim))),)
 
 
 class Concatenate(Op):
