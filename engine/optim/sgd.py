@@ -12,10 +12,10 @@ from engine.tensor import Tensor
 class SGD(Optimizer):
     """torch.optim.SGD's update::
 
-        g = grad + weight_decay * p
+        g = grad (negated when maximize) + weight_decay * p
         b = g (first step), else momentum * b + (1 - dampening) * g
         g = g + momentum * b if nesterov else b          (when momentum != 0)
-        p = p - lr * g  (p + lr * g when maximize)
+        p = p - lr * g
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 1e-3, momentum: float = 0.0,
@@ -31,6 +31,8 @@ class SGD(Optimizer):
 
     def update(self, param: Tensor, grad: np.ndarray, group: Dict[str, Any],
                state: Dict[str, Any]) -> None:
+        if group["maximize"]:
+            grad = -grad
         if group["weight_decay"]:
             grad = grad + group["weight_decay"] * param.data
         momentum = group["momentum"]
@@ -42,8 +44,4 @@ class SGD(Optimizer):
                 buffer *= momentum
                 buffer += (1 - group["dampening"]) * grad
             grad = grad + momentum * buffer if group["nesterov"] else buffer
-        step = group["lr"] * grad
-        if group["maximize"]:
-            param.data += step
-        else:
-            param.data -= step
+        param.data -= group["lr"] * grad

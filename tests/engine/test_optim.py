@@ -61,6 +61,40 @@ def test_sgd_maximize_climbs():
     np.testing.assert_allclose(p.data, [1.1])
 
 
+def test_sgd_maximize_negates_the_gradient_before_weight_decay():
+    p = _param(1.0)
+    _step(SGD([p], lr=0.1, weight_decay=0.5, maximize=True), p, [0.0])  # g = -0 + 0.5 * 1
+    np.testing.assert_allclose(p.data, [0.95])  # torch's value: decay still shrinks p
+
+
+def test_sgd_maximize_with_nesterov_and_weight_decay_follows_torch_step_by_step():
+    p = _param(1.0)
+    opt = SGD([p], lr=0.1, momentum=0.9, weight_decay=0.5, nesterov=True, maximize=True)
+    # step 1: g = -1 + 0.5 * 1 = -0.5, buffer -0.5, step -0.5 + 0.9 * -0.5 = -0.95
+    # step 2: g = -1 + 0.5 * 1.095 = -0.4525, buffer 0.9 * -0.5 + g = -0.9025,
+    #         step g + 0.9 * -0.9025 = -1.26475 (torch.optim.SGD gives the same p and buffer)
+    for expected_p, expected_buffer in [(1.095, -0.5), (1.221475, -0.9025)]:
+        _step(opt, p, [1.0])
+        np.testing.assert_allclose(p.data, [expected_p])
+        np.testing.assert_allclose(opt.state[p]["momentum_buffer"], [expected_buffer])
+
+
+@pytest.mark.parametrize("options", [
+    dict(momentum=0.9), dict(momentum=0.9, dampening=0.3), dict(momentum=0.9, nesterov=True),
+    dict(weight_decay=0.5), dict(momentum=0.9, weight_decay=0.5, nesterov=True),
+], ids=str)
+def test_sgd_maximize_is_minimizing_the_negated_gradient(options):
+    rng = np.random.default_rng(0)
+    up, down = _param(1.0, -2.0), _param(1.0, -2.0)
+    climbing = SGD([up], lr=0.1, maximize=True, **options)
+    descending = SGD([down], lr=0.1, **options)
+    for _ in range(4):
+        grad = rng.standard_normal(2)
+        _step(climbing, up, grad)
+        _step(descending, down, -grad)
+        np.testing.assert_allclose(up.data, down.data, rtol=0, atol=1e-15)
+
+
 def test_sgd_rejects_nesterov_without_momentum():
     with pytest.raises(ValueError, match="Nesterov"):
         SGD([_param(1.0)], lr=0.1, nesterov=True)
