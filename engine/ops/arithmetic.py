@@ -1,8 +1,6 @@
 """Broadcasting arithmetic: add, sub, mul, div, neg, pow."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from engine.broadcasting import unbroadcast
@@ -79,11 +77,17 @@ class Pow(Op):
     def backward(saved, grad, needs):
         a, b, out = saved
         grad_a = grad_b = None
-        if needs[0]:
-            grad_a = unbroadcast(grad * b * a ** (b - 1), a.shape)
-        if needs[1]:  # a Python-scalar base stays weakly typed (float32 stays float32)
-            log_a = np.log(a) if isinstance(a, np.ndarray) else math.log(a)
-            grad_b = unbroadcast(grad * out * log_a, b.shape)
+        # torch's convention at a zero base: d/da is 0 where b == 0 (a ** 0 is constant) and
+        # d/db is 0 where a == 0 and b >= 0, instead of the 0 * inf = nan of the formulas;
+        # numpy would warn about those products although np.where discards them.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if needs[0]:
+                grad_a = np.where(b == 0, 0, grad * b * a ** (b - 1))
+                grad_a = unbroadcast(grad_a, a.shape)
+            if needs[1]:  # in out's dtype, so a Python-scalar base keeps float32 float32
+                log_a = np.log(a, dtype=out.dtype)
+                grad_b = np.where((a == 0) & (b >= 0), 0, grad * out * log_a)
+                grad_b = unbroadcast(grad_b, b.shape)
         return grad_a, grad_b
 
 
@@ -113,5 +117,6 @@ def neg(x: TensorLike) -> Tensor:
 
 
 def pow(a: TensorLike, b: TensorLike) -> Tensor:  # noqa: A001 - torch's name
-    """``a ** b`` elementwise; the gradient for ``b`` needs ``a > 0``."""
+    """``a ** b`` elementwise; the gradient for ``b`` needs ``a > 0``, or ``a == 0`` and
+    ``b >= 0`` (where it is 0, as in torch)."""
     return binary(Pow, a, b)

@@ -1,6 +1,8 @@
 """Every op's gradient against central finite differences (float64), broadcasting included."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -113,6 +115,22 @@ def test_relu_has_zero_gradient_at_zero():
     x = engine.tensor([-1.0, 0.0, 2.0], requires_grad=True)
     x.relu().sum().backward()
     np.testing.assert_array_equal(x.grad, [0.0, 0.0, 1.0])
+
+
+def test_pow_at_a_zero_base_has_torchs_gradients_without_warnings():
+    base = engine.tensor([0.0, 0.0, 0.0, 2.0], dtype=engine.float64, requires_grad=True)
+    exponent = engine.tensor([2.0, 0.0, 0.5, 0.0], dtype=engine.float64, requires_grad=True)
+    scalar_exponent = engine.tensor([0.0, 3.0], dtype=engine.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        (base ** exponent).sum().backward()
+        (scalar_exponent ** 0.0).sum().backward()
+        (0.0 ** exponent).sum().backward()
+    # torch.pow's backward: 0 where the exponent is 0, and for the exponent 0 where the base
+    # is 0 and the exponent >= 0; 0.5 * 0 ** -0.5 stays inf
+    np.testing.assert_array_equal(base.grad, [0.0, 0.0, np.inf, 0.0])
+    np.testing.assert_array_equal(scalar_exponent.grad, [0.0, 0.0])
+    np.testing.assert_allclose(exponent.grad, [0.0, 0.0, 0.0, np.log(2.0)])  # both pows add
 
 
 def _op_names(tensor):
