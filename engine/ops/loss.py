@@ -8,6 +8,7 @@ from engine.ops.shape import reshape
 from engine.tensor import Tensor, TensorLike
 
 REDUCTIONS = ("mean", "sum", "none")
+TORCH_IGNORE_INDEX = -100
 
 
 class NLLLoss(Op):
@@ -30,16 +31,30 @@ class NLLLoss(Op):
         return (out,)
 
 
+def _check_classes(target: np.ndarray, classes: int) -> None:
+    # numpy indexing would read a negative target from the end, so a -100 meant as torch's
+    # ignore_index would silently become class 100 (or the last class for -1)
+    outside = target[(target < 0) | (target >= classes)]
+    if (outside == TORCH_IGNORE_INDEX).any():
+        raise IndexError(
+            f"Target {TORCH_IGNORE_INDEX} is out of bounds: ignore_index (torch's default "
+            f"{TORCH_IGNORE_INDEX}) is not supported; leave those samples out of the batch")
+    if outside.size:
+        raise IndexError(f"Target {outside.flat[0]} is out of bounds for {classes} classes")
+
+
 def nll_loss(log_probs: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of integer class ``target`` (N,) under ``log_probs`` (N, C).
 
-    A single sample may be given as ``log_probs`` (C,) and a scalar target.
+    A single sample may be given as ``log_probs`` (C,) and a scalar target. A target
+    outside ``[0, C)`` raises IndexError: there is no ``ignore_index``.
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
     target = np.asarray(as_array(target))
     if target.dtype.kind not in "iu":
         raise TypeError(f"nll_loss target must hold integer class indices, not {target.dtype}")
+    _check_classes(target, np.shape(as_array(log_probs))[-1])
     if target.ndim == 0:
         loss = unary(NLLLoss, reshape(log_probs, (1, -1)), target.reshape(1), reduction)
         return reshape(loss, ()) if reduction == "none" else loss

@@ -134,6 +134,18 @@ def test_losses_reject_bad_arguments():
         F.mse_loss(engine.zeros(2), engine.zeros(3))
 
 
+@pytest.mark.parametrize("loss", [F.nll_loss, F.cross_entropy])
+def test_a_target_outside_the_classes_raises_instead_of_indexing_from_the_end(loss):
+    logits = engine.zeros(2, 200)
+    for target, named in (([1, -1], -1), ([1, 200], 200), ([-5, 300], -5)):
+        with pytest.raises(IndexError, match=f"Target {named} is out of bounds"):
+            loss(logits, np.array(target))
+    with pytest.raises(IndexError, match="Target -100 .*ignore_index .*not supported"):
+        loss(logits, np.array([1, -100]))
+    with pytest.raises(IndexError, match="Target -1 is out of bounds"):
+        loss(engine.zeros(200), -1)
+
+
 def test_reassigning_or_deleting_a_parameter_updates_the_registry():
     layer = nn.Linear(2, 2)
     layer.bias = None
