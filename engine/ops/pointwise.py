@@ -5,7 +5,8 @@ from typing import Optional
 
 import numpy as np
 
-from engine.ops.core import Op, as_array, unary
+from engine.broadcasting import unbroadcast
+from engine.ops.core import Op, nary, unary
 from engine.tensor import Tensor, TensorLike
 
 
@@ -88,19 +89,26 @@ class Sigmoid(Op):
 
 class Clip(Op):
     @staticmethod
-    def forward(x, low, high):
+    def forward(arrays):
+        x, low, high = arrays
         return np.clip(x, low, high), (x, low, high)
 
     @staticmethod
     def backward(saved, grad, needs):
         x, low, high = saved
+        # torch's clamp rule: x keeps the gradient where it ties a bound, and where
+        # low > high the result is high, so high gets it there rather than low
+        takes_low = takes_high = None
         if low is None:
-            inside = x <= high
+            takes_x, takes_high = x <= high, x > high
         elif high is None:
-            inside = x >= low
+            takes_x, takes_low = x >= low, x < low
         else:
-            inside = (x >= low) & (x <= high)
-        return (grad * inside,)
+            takes_x = (x >= low) & (x <= high)
+            takes_low = (x < low) & (low < high)
+            takes_high = (x > high) | (high < low)
+        return tuple(unbroadcast(np.where(takes, grad, 0), np.shape(array)) if need else None
+                     for need, takes, array in zip(needs, (takes_x, takes_low, takes_high), saved))
 
 
 def exp(x: TensorLike) -> Tensor:
@@ -140,7 +148,11 @@ def sigmoid(x: TensorLike) -> Tensor:
 
 def clip(x: TensorLike, min: Optional[TensorLike] = None,  # noqa: A002 - torch/numpy names
          max: Optional[TensorLike] = None) -> Tensor:  # noqa: A002
-    """Limit values to ``[min, max]``; the gradient passes where ``min <= x <= max``."""
+    """Limit values to ``[min, max]`` (``max`` wins where ``min > max``), as torch's ``clamp``.
+
+    The gradient passes to ``x`` where ``min <= x <= max``, and to a bound that is a
+    Tensor where ``x`` lies beyond it (to ``max`` alone where ``min > max``).
+    """
     if min is None and max is None:
         raise ValueError("clip needs at least one of min and max")
-    return unary(Clip, x, as_array(min), as_array(max))
+    return nary(Clip, [x, min, max])

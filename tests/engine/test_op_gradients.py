@@ -62,6 +62,8 @@ CASES = [
     ("sigmoid", engine.sigmoid, [(3, 4)], False),
     ("clip_both_bounds", lambda a: engine.clip(a, -0.5, 0.5), [(3, 4)], False),
     ("clip_min_only", lambda a: a.clip(min=0.1), [(3, 4)], False),
+    ("clip_tensor_bounds_broadcast", engine.clip, [(3, 4), (4,), (3, 1)], False),
+    ("clip_tensor_min_broadcasts_x", lambda a, low: a.clip(min=low), [(4,), (3, 4)], False),
     ("softmax", engine.softmax, [(3, 4)], False),
     ("softmax_axis0", lambda a: engine.softmax(a, axis=0), [(3, 4)], False),
     ("log_softmax", engine.log_softmax, [(3, 4)], False),
@@ -115,6 +117,30 @@ def test_relu_has_zero_gradient_at_zero():
     x = engine.tensor([-1.0, 0.0, 2.0], requires_grad=True)
     x.relu().sum().backward()
     np.testing.assert_array_equal(x.grad, [0.0, 0.0, 1.0])
+
+
+def test_clip_gives_tensor_bounds_torchs_gradients_at_ties_and_crossed_bounds():
+    def leaves(*values):
+        return [engine.tensor(v, dtype=engine.float64, requires_grad=True) for v in values]
+
+    # x below low, on low, inside, on high, above high; then low > high, and x == low == high
+    x_data = [-1.0, 0.0, 0.5, 1.0, 2.0, 0.0, 1.0]
+    low_data = [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+    high_data = [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.0]
+    # torch.clamp's gradients for the same values
+    x, low, high = leaves(x_data, low_data, high_data)
+    engine.clip(x, low, high).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0, 1, 1, 1, 0, 0, 1])
+    np.testing.assert_array_equal(low.grad, [1, 0, 0, 0, 0, 0, 0])
+    np.testing.assert_array_equal(high.grad, [0, 0, 0, 0, 1, 1, 0])
+    x, low = leaves(x_data, low_data)
+    engine.clip(x, min=low).sum().backward()
+    np.testing.assert_array_equal(x.grad, [0, 1, 1, 1, 1, 0, 1])
+    np.testing.assert_array_equal(low.grad, [1, 0, 0, 0, 0, 1, 0])
+    x, high = leaves(x_data, high_data)
+    engine.clip(x, max=high).sum().backward()
+    np.testing.assert_array_equal(x.grad, [1, 1, 1, 1, 0, 1, 1])
+    np.testing.assert_array_equal(high.grad, [0, 0, 0, 0, 1, 0, 0])
 
 
 def test_pow_at_a_zero_base_has_torchs_gradients_without_warnings():
