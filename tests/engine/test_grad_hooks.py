@@ -2,6 +2,7 @@
 import numpy as np
 import pytest
 
+import engine
 from engine import AutogradError, Tensor
 
 pytestmark = pytest.mark.timeout(30)
@@ -18,6 +19,14 @@ def test_a_post_accumulate_grad_hook_sees_the_accumulated_gradient_once_per_pass
     assert len(seen) == 1
     with pytest.raises(AutogradError, match="leaves"):
         (leaf * 2).register_post_accumulate_grad_hook(print)
+
+
+def test_a_post_accumulate_grad_hook_does_not_run_when_gradients_go_to_a_sink():
+    leaf = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    seen, sunk = [], []
+    leaf.register_post_accumulate_grad_hook(seen.append)
+    engine.backward([(leaf * 2).sum()], accumulate=lambda tensor, grad: sunk.append(grad))
+    assert seen == [] and leaf.grad is None and [g.tolist() for g in sunk] == [[2.0, 2.0]]
 
 
 def test_a_queued_callback_runs_once_after_every_node_of_the_pass():
