@@ -9,6 +9,7 @@ Updates are in place on ``param.data``.
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional
 
 import numpy as np
@@ -43,12 +44,22 @@ class Optimizer:
             self.add_param_group(group)
 
     def add_param_group(self, group: Dict[str, Any]) -> None:
-        """Add a group; options it does not set take the optimizer's defaults."""
+        """Add a group; options it does not set take the optimizer's defaults.
+
+        A parameter listed twice in the group is a UserWarning (as in torch) and is
+        updated twice per step; one already in another group is a ValueError.
+        """
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         for param in params:
             if not isinstance(param, Tensor) or not param.is_leaf:
                 raise TypeError(f"optimizers take leaf Tensors, got {type(param).__name__}")
+        if len({id(p) for p in params}) != len(params):
+            # torch 2.x warns and keeps them (an error is planned, pytorch/pytorch#40967);
+            # the message starts as torch's so the same warning filters apply
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; "
+                          "each is updated once per time it is listed", UserWarning,
+                          stacklevel=2)
         known = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in known for p in params):
             raise ValueError("some parameters appear in more than one parameter group")

@@ -150,6 +150,18 @@ def test_param_groups_take_their_own_options_and_the_defaults():
         opt.add_param_group({"params": [a]})
 
 
+def test_a_parameter_listed_twice_warns_as_in_torch_and_is_stepped_twice():
+    p, q = _param(0.0), _param(0.0)
+    with pytest.warns(UserWarning, match="^optimizer contains a parameter group with duplicate"):
+        opt = SGD([p, p], lr=0.1)
+    _step(opt, p, [1.0])
+    np.testing.assert_allclose(p.data, [-0.2])  # torch.optim.SGD([p, p]) gives -0.2 too
+    with pytest.warns(UserWarning, match="duplicate parameters"):
+        opt.add_param_group({"params": [q, q]})
+    with pytest.raises(ValueError, match="more than one parameter group"):
+        opt.add_param_group({"params": [q]})
+
+
 def test_parameters_without_gradients_are_skipped():
     a, b = _param(1.0), _param(1.0)
     _step(SGD([a, b], lr=0.1), a, [1.0])
