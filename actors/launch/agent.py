@@ -60,7 +60,8 @@ class ElasticAgent:
         return self._config.max_restarts - self._restarts_left
 
     def run(self) -> RunResult:
-        """Run until the workers succeed, restarts run out, or `stop` is set."""
+        """Run until the workers succeed, restarts run out, or `stop` is set (by a signal:
+        then this node leaves the rendezvous open for the others)."""
         try:
             return self._invoke_run()
         except (RendezvousError, StoreError) as exc:
@@ -69,7 +70,12 @@ class ElasticAgent:
             return RunResult(1, message=f"rendezvous failed: {type(exc).__name__}: {exc}")
         finally:
             self._stop_workers()
-            self.handler.shutdown()
+            if self._stop.is_set():
+                # A signal (a preempted node) ends this node only: closing would end the
+                # job for every node, where torchrun's survivors re-form without it.
+                self.handler.leave()
+            else:
+                self.handler.shutdown()
 
     def _invoke_run(self) -> RunResult:
         self._start_round()

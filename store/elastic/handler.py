@@ -154,6 +154,15 @@ class DynamicRendezvousHandler:
         """Nodes on the wait list, that would join if the group restarted."""
         return len(self._query().wait_list)
 
+    def leave(self) -> None:
+        """Stop heart-beating without closing: the other nodes find this node gone (its
+        liveness key goes when its store connection closes; without such keys, its
+        heartbeats stop) and re-form without it, as after a crash. For an agent stopped
+        by a signal, which must not end the job for every node (torch's launcher skips
+        `shutdown` then)."""
+        self._stop_heartbeats()
+        self._log("rendezvous_left")
+
     def shutdown(self) -> bool:
         """Stop heart-beating and close the rendezvous; False (logged) if closing failed."""
         self._stop_heartbeats()

@@ -75,6 +75,10 @@ class StaticRendezvousHandler:
         """Always 0: membership is fixed, nobody waits to join."""
         return 0
 
+    def leave(self) -> None:
+        """Nothing to stop: the other nodes meet this one's absence at the next round's
+        barrier."""
+
     def shutdown(self) -> bool:
         """Nothing to stop (no keep-alives); True, as torch's handlers return on success."""
         return True
