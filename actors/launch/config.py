@@ -73,6 +73,8 @@ class LaunchConfig:
         return self.rdzv_conf.get(name, default)
 
 
+# torchrun's default --rdzv-id: the nodes of a job meet without being given one.
+DEFAULT_RUN_ID = "none"
 ETCD_BACKENDS = ("etcd", "etcd-v2")
 RESTART_POLICIES = ("all", "failed")
 _CONF_KEYS = ("join_timeout", "last_call_timeout", "close_timeout", "heartbeat_timeout",
@@ -192,7 +194,9 @@ def build_parser(prog: str = "python -m actors.launch") -> argparse.ArgumentPars
          help="HOST:PORT of the rendezvous store; the agent that can bind it hosts it "
               "(default: none; required with more than one node)")
     both("--rdzv-id", default=None,
-         help="the job's run id, the same on every node (default: a random one)")
+         help=f"the job's run id, the same on every node (default: {DEFAULT_RUN_ID}, as "
+              f"torchrun's; a random one with --standalone or a single node without "
+              f"--rdzv-endpoint, whose store is its own)")
     both("--rdzv-backend", default=None,
          choices=["store", "c10d", "static", *ETCD_BACKENDS],
          help="store (default; c10d is its alias): elastic membership, the state in a "
@@ -310,9 +314,12 @@ def parse_args(argv: Optional[Sequence[str]] = None,
     if problem is not None:
         parser.error(problem)
     nproc = args.nproc_per_node
+    # A store on a free port (port 0) meets no other node: a random id keeps its runs
+    # apart, as torchrun's standalone one does.
+    run_id = args.rdzv_id or (uuid.uuid4().hex[:12] if port == 0 else DEFAULT_RUN_ID)
     return LaunchConfig(
         min_nodes=min_nodes, max_nodes=max_nodes, nproc_per_node=nproc,
-        rdzv_host=host, rdzv_port=port, run_id=args.rdzv_id or uuid.uuid4().hex[:12],
+        rdzv_host=host, rdzv_port=port, run_id=run_id,
         max_restarts=args.max_restarts, monitor_interval=args.monitor_interval,
         standalone=args.standalone and not static, entry=[args.script, *args.script_args],
         local_addr=args.local_addr, rdzv_conf=args.rdzv_conf, static=static,

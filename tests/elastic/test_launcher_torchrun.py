@@ -47,6 +47,30 @@ def test_static_mode_runs_node_ranks_against_node_zeros_store_like_torchrun(tmp_
     assert all(e["TORCHELASTIC_RUN_ID"] == "static-run" for e in envs)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["static", "dynamic"])
+def test_nodes_given_no_run_id_meet_under_torchruns_default_none(tmp_path, agents, mode):
+    path = script(tmp_path, "env.py", ENV_SCRIPT)
+    port = str(free_port())
+    nodes = ([["--master-addr", "127.0.0.1", "--master-port", port, "--node-rank", rank]
+              for rank in ("0", "1")] if mode == "static" else
+             [["--rdzv-endpoint", f"127.0.0.1:{port}"]] * 2)
+    pair = [launch(agents, "--nnodes", "2", *args, path) for args in nodes]
+    for agent in pair:
+        assert agent.finish() == 0, agent.output
+    envs = envs_of(*pair)
+    assert [e["RANK"] for e in envs] == ["0", "1"]
+    assert {e["TORCHELASTIC_RUN_ID"] for e in envs} == {"none"}
+
+
+def test_the_run_id_is_torchruns_none_unless_the_store_is_the_nodes_own():
+    assert parse_args(["--nnodes", "2", "--rdzv-endpoint", "h:1", __file__]).run_id == "none"
+    assert parse_args(["--nnodes", "2", "--node-rank", "1", __file__]).run_id == "none"
+    own = [parse_args([*args, __file__]).run_id for args in [["--standalone"]] * 2 + [[]]]
+    assert len(set(own)) == 3 and "none" not in own, own
+    assert parse_args(["--standalone", "--rdzv-id", "mine", __file__]).run_id == "mine"
+
+
 def test_workers_get_torchruns_role_and_torchelastic_variables(tmp_path, agents):
     path = script(tmp_path, "env.py", ENV_SCRIPT)
     agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--role", "trainer",
