@@ -59,18 +59,21 @@ def open_store(config: LaunchConfig) -> Store:
 
 
 def output_dir(config: LaunchConfig) -> Optional[str]:
-    """This run's folder: under --log-dir, or a new temporary one for worker output files."""
+    """This agent's new folder `<run id>_<random>`: under --log-dir, or a temporary one
+    for worker output files. Each agent has its own, as with torchrun, so that agents
+    sharing a --log-dir (nodes on one host, or runs under one run id) never write into
+    each other's files."""
     if config.output.log_dir is not None:
-        path = os.path.join(config.output.log_dir, config.run_id)
-        os.makedirs(path, exist_ok=True)
-        return path
+        os.makedirs(config.output.log_dir, exist_ok=True)
+        return tempfile.mkdtemp(prefix=f"{config.run_id}_", dir=config.output.log_dir)
     if config.output.any_file():
         return tempfile.mkdtemp(prefix=f"actorrun_{config.run_id}_")
     return None
 
 
-def describe_launch(config: LaunchConfig) -> str:
-    """The first progress line: how many workers of what, and where the store is."""
+def describe_launch(config: LaunchConfig, log_dir: Optional[str] = None) -> str:
+    """The first progress line: how many workers of what, where the store is, and the
+    folder of this agent's files, if any."""
     script = os.path.basename(config.entry[0]) if config.entry else "?"
     text = (f"{config.nproc_per_node} worker{'s' if config.nproc_per_node != 1 else ''} "
             f"of {script}, store {config.rdzv_host}:{config.rdzv_port}")
@@ -78,6 +81,8 @@ def describe_launch(config: LaunchConfig) -> str:
         nodes = (str(config.max_nodes) if config.min_nodes == config.max_nodes
                  else f"{config.min_nodes}:{config.max_nodes}")
         text += f", {nodes} nodes, run id {config.run_id}"
+    if log_dir is not None:
+        text += f", files in {log_dir}"
     return text
 
 
@@ -112,7 +117,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m actors.lau
     log_dir = output_dir(config)
     progress = Progress(None if config.output.log_dir is None
                         else os.path.join(log_dir, "events.log"))
-    progress.tell(describe_launch(config), "agent_started", run_id=config.run_id,
+    progress.tell(describe_launch(config, log_dir), "agent_started", run_id=config.run_id,
                   nnodes=f"{config.min_nodes}:{config.max_nodes}",
                   nproc_per_node=config.nproc_per_node,
                   endpoint=f"{config.rdzv_host}:{config.rdzv_port}", entry=config.entry,

@@ -22,7 +22,8 @@ class OutputPlan:
     """Where each local rank's output goes: `redirects` to files only, `tee` to both.
 
     Both map a local rank (-1: every one) to STD_OUT, STD_ERR or STD_ALL (torchrun's
-    Std codes); the files are `<log_dir>/<run_id>/attempt_<restart>/<local_rank>/std{out,err}.log`.
+    Std codes); the files are `<agent folder>/attempt_<restart>/<local_rank>/std{out,err}.log`,
+    the agent folder being `<log_dir>/<run_id>_<random>` (`actors.launch.cli.output_dir`).
     """
 
     log_dir: Optional[str] = None
@@ -230,9 +231,9 @@ def build_parser(prog: str = "python -m actors.launch") -> argparse.ArgumentPars
     option("--role", default="default",
            help="the workers' role (ROLE_NAME) (default: default)")
     both("--log-dir", default=None,
-         help="directory for this run's folder <run id>/: the launcher's structured event "
-              "lines (events.log) and the files of --redirects and --tee (default: no "
-              "events file; worker files in a new temporary directory)")
+         help="directory for this agent's new folder <run id>_<random>/: the launcher's "
+              "structured event lines (events.log) and the files of --redirects and --tee "
+              "(default: no events file; worker files in a new temporary directory)")
     option("-r", "--redirects", type=parse_std, default={},
            help="send workers' output to files only: 0 none, 1 stdout, 2 stderr, 3 both; "
                 "for every local rank, or LOCAL_RANK:N,... (default 0)")

@@ -3,8 +3,8 @@
 People read ``launch: <what happened>`` on stderr, each line whole, never inside a
 line of a worker's output (they share `CONSOLE_LOCK`). Programs read the same events
 as key=value lines (`event='agent_round_started' rank=...`, the structlog format) in
-``<log-dir>/<run id>/events.log`` when ``--log-dir`` is given; with
-``ACTORGRAD_LOG_LEVEL=info`` they also go to stderr, as every library event does.
+``<log-dir>/<run id>_<random>/events.log`` (a folder per agent) with ``--log-dir``;
+with ``ACTORGRAD_LOG_LEVEL=info`` they also go to stderr, as every library event does.
 """
 from __future__ import annotations
 

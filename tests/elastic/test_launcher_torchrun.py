@@ -109,7 +109,9 @@ def test_redirects_and_tee_write_per_rank_files_under_the_log_dir_like_torchrun(
     agent = launch(agents, "--standalone", "--nproc-per-node", "2", "--rdzv-id", "files",
                    "--log-dir", str(logs), "--redirects", "0:3", "--tee", "1:1", path)
     assert agent.finish() == 0, agent.output
-    attempt = logs / "files" / "attempt_0"
+    [folder] = logs.glob("files_*")  # the agent's own, as torchrun's <run id>_<random>
+    assert f"files in {folder}" in agent.output
+    attempt = folder / "attempt_0"
     assert "ENV " in (attempt / "0" / "stdout.log").read_text()
     assert "on stderr" in (attempt / "0" / "stderr.log").read_text()
     assert "ENV " in (attempt / "1" / "stdout.log").read_text()
@@ -117,6 +119,23 @@ def test_redirects_and_tee_write_per_rank_files_under_the_log_dir_like_torchrun(
     assert not any(line.startswith("[rank0]:") for line in agent.lines)  # redirected
     assert any(line.startswith("[rank1]: ENV ") for line in agent.lines)  # teed
     assert "[rank1]: on stderr" in agent.output  # not teed, not redirected
+
+
+@pytest.mark.slow
+def test_two_agents_sharing_a_log_dir_each_write_their_own_folder(tmp_path, agents):
+    path = script(tmp_path, "env.py", ENV_SCRIPT)
+    logs = tmp_path / "logs"
+    common = ["--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}",
+              "--log-dir", str(logs), "--redirects", "3", path]
+    pair = [launch(agents, *common), launch(agents, *common)]
+    for agent in pair:
+        assert agent.finish() == 0, agent.output
+    folders = sorted(logs.glob("none_*"))
+    assert len(folders) == 2, folders
+    ranks = sorted(json.loads((folder / "attempt_0" / "0" / "stdout.log").read_text()
+                              .split("ENV ", 1)[1])["RANK"] for folder in folders)
+    assert ranks == ["0", "1"]
+    assert all((folder / "events.log").is_file() for folder in folders)
 
 
 def test_no_python_runs_the_script_as_an_executable_like_torchrun(tmp_path, agents):
