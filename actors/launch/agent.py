@@ -190,15 +190,24 @@ class ElasticAgent:
 
     def _exit_barrier(self) -> None:
         """Wait (bounded) for every node of the round to finish, so a store host outlives them."""
-        store, nodes = self._round_store, self._nodes
+        store, nodes, timeout = self._round_store, self._nodes, self._config.exit_barrier_timeout
         try:
             with reported_by(self._progress.waiting):
-                barrier(store, "exit_barrier", nodes, self._config.exit_barrier_timeout,
+                barrier(store, "exit_barrier", nodes, timeout,
                         label="waiting for the other nodes' workers to finish",
                         members="nodes")
-        except (TimeoutError, OSError, RuntimeError) as exc:
-            self._progress.tell(None, "agent_exit_barrier_incomplete", "warning",
-                                run_id=self._config.run_id, error=str(exc))
+        except TimeoutError as exc:
+            self._exit_barrier_incomplete(
+                f"the other nodes' workers did not all finish within {timeout:g} s; "
+                f"leaving without them", exc)
+        except (OSError, RuntimeError) as exc:
+            self._exit_barrier_incomplete(
+                f"the exit barrier failed ({exc}); leaving without waiting for the other "
+                f"nodes", exc)
+
+    def _exit_barrier_incomplete(self, text: str, exc: BaseException) -> None:
+        self._progress.tell(text, "agent_exit_barrier_incomplete", "warning",
+                            run_id=self._config.run_id, error=str(exc))
 
     def _summary(self, failure: WorkerFailure) -> str:
         return (f"elastic run {self._config.run_id!r} failed after "

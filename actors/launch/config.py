@@ -13,6 +13,10 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from store.elastic.registry import DEFAULT_PORT, ETCD_DEFAULT_PORT, parse_rendezvous_endpoint
 
 STD_NONE, STD_OUT, STD_ERR, STD_ALL = 0, 1, 2, 3
+# How long a node whose workers finished waits for the others' (torchrun's agent
+# waits as long; it has no option for it either): the node hosting the store must
+# outlive the slowest healthy worker.
+EXIT_BARRIER_TIMEOUT = 300.0
 _RUN_PATH = ("import runpy, sys; sys.argv = sys.argv[1:]; "
              "runpy.run_path(sys.argv[0], run_name='__main__')")
 
@@ -59,7 +63,7 @@ class LaunchConfig:
     entry: List[str]  # the worker's argv after the interpreter: script or -m module, args
     local_addr: str = "127.0.0.1"
     rdzv_conf: Dict[str, float] = field(default_factory=dict)
-    exit_barrier_timeout: float = 30.0
+    exit_barrier_timeout: float = EXIT_BARRIER_TIMEOUT
     stop_grace: float = 5.0
     static: bool = False  # fixed membership: node `node_rank` of `max_nodes`
     rdzv_backend: Optional[str] = None  # "etcd" or "etcd-v2": the state lives in etcd

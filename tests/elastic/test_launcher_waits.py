@@ -1,9 +1,12 @@
 """An agent that waits for other nodes tells people so, at a threshold and then periodically."""
+import sys
+
 import pytest
 
+from actors.launch.config import EXIT_BARRIER_TIMEOUT, parse_args
 from actors.launch.progress import waiting_text
 from store.elastic.waiting import JoinWait
-from tests.elastic.launcher import launch, script
+from tests.elastic.launcher import Agent, launch, script
 from tests.net import free_port
 
 pytestmark = pytest.mark.timeout(120)
@@ -75,3 +78,48 @@ def test_a_node_started_before_its_store_host_says_where_it_connects(tmp_path, a
     first = launch(agents, *static, "--node-rank", "0", path, env=QUICK_REPORTS)
     assert first.finish() == 0 and second.finish() == 0, first.output + second.output
     assert "[rank1]: hello" in second.output
+
+
+# The launcher with its exit barrier cut to 1 s (it is torchrun's 300 s otherwise).
+SHORT_EXIT_BARRIER = [sys.executable, "-c", """
+import sys
+from actors.launch import cli
+parse = cli.parse_args
+
+def short_exit_barrier(*args):
+    config = parse(*args)
+    config.exit_barrier_timeout = 1.0
+    return config
+
+cli.parse_args = short_exit_barrier
+sys.exit(cli.main(sys.argv[1:]))
+"""]
+
+
+def test_the_exit_barrier_waits_as_long_as_torchruns():
+    assert parse_args([__file__]).exit_barrier_timeout == EXIT_BARRIER_TIMEOUT == 300
+
+
+@pytest.mark.slow
+def test_a_node_that_gives_up_at_the_exit_barrier_says_so(tmp_path, agents):
+    path = script(tmp_path, "slow.py", """
+        import os, sys, time
+        deadline = time.monotonic() + 60
+        while os.environ["GROUP_RANK"] == "1" and not os.path.exists(sys.argv[1]) \\
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+        """)
+    done = tmp_path / "done"
+    args = ["--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", path, str(done)]
+    first = Agent(args, env=QUICK_REPORTS, command=SHORT_EXIT_BARRIER)
+    agents.append(first)
+    first.wait_for_line("launch: 1 worker of slow.py")  # it hosts the store
+    second = launch(agents, *args)
+    try:
+        assert first.finish() == 0, first.output
+    finally:
+        done.touch()
+    assert "launch: waiting for the other nodes' workers to finish" in first.output
+    assert ("launch: the other nodes' workers did not all finish within 1 s; leaving "
+            "without them") in first.output, first.output
+    second.finish()
