@@ -3,8 +3,8 @@
 Exit status: 0 when every worker succeeded; 1 with a summary on stderr naming the
 failed rank, its exit code or signal and the tail of its error; 2 for a usage error
 (a bad option, a script that does not exist: found before any worker starts); 128+N
-after signal N (SIGINT, SIGTERM), once every worker is stopped. Progress goes to
-stderr as ``launch: ...`` lines (`actors.launch.progress`).
+after signal N (SIGINT, SIGTERM, SIGHUP, SIGQUIT), once every worker is stopped.
+Progress goes to stderr as ``launch: ...`` lines (`actors.launch.progress`).
 """
 from __future__ import annotations
 
@@ -25,10 +25,14 @@ from store.elastic.registry import open_rendezvous_store
 from store.errors import StoreError
 
 _STORE_TIMEOUT = 60.0
+# torchrun's: each stops the workers (and what they started) and the agent, which
+# leaves the rendezvous open for the other nodes. SIGHUP comes with a closed terminal
+# or ssh session, SIGQUIT with Ctrl-\.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
 class SignalReceived(Exception):
-    """Raised in the main thread by SIGINT/SIGTERM, so any wait (a rendezvous too) ends."""
+    """Raised in the main thread by a stop signal, so any wait (a rendezvous too) ends."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -97,12 +101,12 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m actors.lau
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        for other in (signal.SIGINT, signal.SIGTERM):
+        for other in STOP_SIGNALS:
             signal.signal(other, signal.SIG_IGN)  # the cleanup must not be interrupted
         stop.set()
         raise SignalReceived(signum)
 
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, on_signal)
     try:
         with reported_by(Progress().waiting):  # a store host that is not up yet

@@ -3,7 +3,7 @@ import signal
 
 import pytest
 
-from tests.elastic.launcher import launch, script
+from tests.elastic.launcher import Watched, launch, script
 from tests.net import free_port
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
@@ -46,3 +46,29 @@ def test_a_node_stopped_by_a_signal_leaves_and_the_survivor_restarts_alone(tmp_p
     assert survivor.finish() == 0, survivor.output
     assert "world 1 restart 1" in survivor.output
     assert "RendezvousClosedError" not in survivor.output, survivor.output
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP,
+                                    signal.SIGQUIT])
+def test_a_stop_signal_to_the_agent_stops_every_worker_and_leaves_no_orphan(tmp_path, agents,
+                                                                             signum):
+    path = script(tmp_path, "hang.py", """
+        import os, subprocess, sys, time
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        print(f"PIDS {os.getpid()} {child.pid}", flush=True)
+        time.sleep(60)
+        """)
+    agent = launch(agents, "--standalone", "--nproc-per-node", "2", path)
+    processes = []
+    try:
+        for rank in (0, 1):
+            line = agent.wait_for_line(f"[rank{rank}]: PIDS")
+            processes += [Watched(int(p)) for p in line.split("PIDS ")[1].split()]
+        agent.proc.send_signal(signum)
+        assert agent.finish(30) == 128 + signum, agent.output
+        assert f"launch: stopped by {signal.Signals(signum).name}" in agent.output
+        survivors = [p.pid for p in processes if not p.gone(10)]
+        assert survivors == [], f"orphans left: {survivors}"
+    finally:
+        for process in processes:
+            process.kill()
