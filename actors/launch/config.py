@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import shutil
 import sys
@@ -166,14 +167,18 @@ def parse_nproc(text: str) -> int:
     return value
 
 
-def _positive(kind: type):
+def _number(kind: type, zero_ok: bool = True):
+    """A parser of finite numbers of `kind`, at least 0 (above 0 unless `zero_ok`)."""
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"must not be negative, got {text!r}")
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+        if value < 0 or (value == 0 and not zero_ok):
+            bound = "must not be negative" if zero_ok else "must be more than 0"
+            raise argparse.ArgumentTypeError(f"{bound}, got {text!r}")
         return value
     return parse
 
@@ -211,13 +216,13 @@ def build_parser(prog: str = "python -m actors.launch") -> argparse.ArgumentPars
               "--master-addr or --master-port is given)")
     both("--rdzv-conf", type=parse_conf, default={},
          help="key=value,... among " + ", ".join(_CONF_KEYS) + " (default: none)")
-    both("--node-rank", type=_positive(int), default=None,
+    both("--node-rank", type=_number(int), default=None,
          help="static mode: this node's rank (default 0)")
     both("--master-addr", default=None,
          help="static mode: address of node 0, which hosts the store (default 127.0.0.1)")
-    both("--master-port", type=_positive(int), default=None,
+    both("--master-port", type=_number(int), default=None,
          help="static mode: port of the store on node 0 (default 29500)")
-    both("--max-restarts", type=_positive(int), default=0,
+    both("--max-restarts", type=_number(int), default=0,
          help="how many times workers are restarted after a failure before the launch "
               "fails (default 0); restarts to take in new nodes are free")
     both("--restart-policy", default="all", choices=list(RESTART_POLICIES),
@@ -226,8 +231,9 @@ def build_parser(prog: str = "python -m actors.launch") -> argparse.ArgumentPars
               "the failed worker is started again, with the same rank and environment, "
               "while the others keep running (for jobs that survive a lost rank in "
               "place, e.g. with engine.ft); each restart uses one of --max-restarts")
-    both("--monitor-interval", type=_positive(float), default=0.1,
-         help="seconds between looks at the workers (default 0.1)")
+    # 0 would make the agent look at its workers without pause, busy on a core.
+    both("--monitor-interval", type=_number(float, zero_ok=False), default=0.1,
+         help="seconds between looks at the workers, more than 0 (default 0.1)")
     option("--standalone", action="store_true",
            help="one node with an embedded store on a free port (default: off)")
     both("--local-addr", default="127.0.0.1",

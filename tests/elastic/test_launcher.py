@@ -108,6 +108,10 @@ def test_scale_up_when_a_second_agent_arrives(tmp_path, agents):
     (["--nnodes", "two", "x.py"], "--nnodes must be N or MIN:MAX"),
     (["--nnodes", "2", "x.py"], "--rdzv-endpoint is required"),
     (["--rdzv-conf", "bogus=1", "--standalone", "x.py"], "--rdzv-conf item 'bogus=1'"),
+    (["--monitor-interval", "0", "x.py"],
+     "argument --monitor-interval/--monitor_interval: must be more than 0, got '0'"),
+    (["--monitor-interval", "-1", "x.py"], "must be more than 0, got '-1'"),
+    (["--monitor-interval", "nan", "x.py"], "expected a finite number, got 'nan'"),
 ])
 def test_bad_launcher_arguments_fail_with_a_clear_error(agents, args, message):
     agent = launch(agents, *args)
