@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from actors.launch.environment import defaults_from_environment
 from store.elastic.registry import DEFAULT_PORT, ETCD_DEFAULT_PORT, parse_rendezvous_endpoint
 
 STD_NONE, STD_OUT, STD_ERR, STD_ALL = 0, 1, 2, 3
@@ -189,8 +190,9 @@ def build_parser(prog: str = "python -m actors.launch") -> argparse.ArgumentPars
         prog=prog,
         description="Start an elastic agent on this node: rendezvous with the other nodes, "
                     "run --nproc-per-node workers of the training script, restart on "
-                    "failure or membership change. torchrun's options; `actorrun` is the "
-                    "same command.")
+                    "failure or membership change. torchrun's options, whose defaults "
+                    "its PET_<OPTION> variables set as in torchrun (PET_NPROC_PER_NODE=2); "
+                    "`actorrun` is the same command.")
     option = parser.add_argument
 
     def both(name: str, **kwargs) -> None:  # torchrun spells options with - and with _
@@ -286,6 +288,7 @@ def parse_args(argv: Optional[Sequence[str]] = None,
                prog: str = "python -m actors.launch") -> LaunchConfig:
     """The launch as the command line asks; a usage error (exit 2) for a bad one."""
     parser = build_parser(prog)
+    defaults_from_environment(parser)
     args = parser.parse_args(argv)
     min_nodes, max_nodes = args.nnodes
     static_options = (args.node_rank, args.master_addr, args.master_port)

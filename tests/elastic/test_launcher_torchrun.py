@@ -168,6 +168,37 @@ def test_actorrun_is_the_same_command():
         agent.kill()
 
 
+def test_pet_variables_set_the_defaults_of_torchruns_options(tmp_path, agents):
+    path = script(tmp_path, "env.py", ENV_SCRIPT)
+    pet = {"PET_NPROC_PER_NODE": "2", "PET_STANDALONE": "1", "PET_ROLE": "trainer"}
+    agent = launch(agents, path, env=pet)
+    assert agent.finish() == 0, agent.output
+    assert [(e["RANK"], e["ROLE_NAME"]) for e in envs_of(agent)] == [("0", "trainer"),
+                                                                    ("1", "trainer")]
+    overridden = launch(agents, "--nproc-per-node", "1", path, env=pet)  # the command wins
+    assert overridden.finish() == 0, overridden.output
+    assert [e["RANK"] for e in envs_of(overridden)] == ["0"]
+    wrong = launch(agents, path, env={"PET_NNODES": "two"})
+    assert wrong.finish() == 2
+    assert "PET_NNODES='two': --nnodes must be N or MIN:MAX" in wrong.output
+
+
+def test_every_shared_option_reads_its_pet_variable_and_ours_do_not(monkeypatch):
+    for name, value in {"PET_NNODES": "1:3", "PET_RDZV_ENDPOINT": "h:5", "PET_RDZV_ID": "job",
+                        "PET_MAX_RESTARTS": "4", "PET_MONITOR_INTERVAL": "0.5",
+                        "PET_LOCAL_ADDR": "10.0.0.2", "PET_RUN_PATH": "1",
+                        "PET_RESTART_POLICY": "failed"}.items():
+        monkeypatch.setenv(name, value)
+    config = parse_args([__file__])
+    assert (config.min_nodes, config.max_nodes, config.rdzv_host, config.rdzv_port,
+            config.run_id, config.max_restarts, config.monitor_interval,
+            config.local_addr) == (1, 3, "h", 5, "job", 4, 0.5, "10.0.0.2")
+    assert "runpy" in " ".join(config.command)
+    assert config.restart_policy == "all"  # not torchrun's option: no PET_ variable
+    monkeypatch.setenv("PET_NPROC_PER_NODE", "")  # empty: unset
+    assert parse_args([__file__]).nproc_per_node == 1
+
+
 @pytest.mark.parametrize("text,expected", [("cpu", os.cpu_count()), ("auto", os.cpu_count()),
                                            ("3", 3)])
 def test_nproc_per_node_takes_auto_and_cpu_like_torchrun(text, expected):
