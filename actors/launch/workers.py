@@ -51,11 +51,14 @@ class WorkerFailure:
     stderr_path: Optional[str] = None  # the file its stderr went to, if any
 
     def headline(self) -> str:
-        """`rank 1 exited with 1: see ...`: what happened and where its error is."""
+        """`rank 1 exited with 1: see ...`: what happened and where its error is, or
+        that it wrote no error."""
         if self.exitcode < 0:
             how = f"was killed by {signal.Signals(-self.exitcode).name}"
         else:
             how = f"exited with {self.exitcode}"
+        if not self.tail:
+            return f"rank {self.rank} {how} (it wrote nothing to stderr)"
         where = self.stderr_path or f"its stderr above, lines starting [rank{self.rank}]:"
         return f"rank {self.rank} {how}: see {where}"
 
@@ -69,6 +72,8 @@ class WorkerFailure:
         if self.tail:
             lines.append("last lines of its stderr:")
             lines += [f"  {line}" for line in self.tail]
+        else:
+            lines.append("it wrote nothing to stderr")
         return "\n".join(lines)
 
 

@@ -78,6 +78,18 @@ def test_a_script_that_always_fails_exhausts_restarts_with_a_summary(tmp_path, a
     assert "ValueError: bad batch 42" in summary
 
 
+def test_a_worker_that_fails_without_a_word_is_not_said_to_have_written_one(tmp_path,
+                                                                             agents):
+    path = script(tmp_path, "quiet.py", "print('on stdout only'); raise SystemExit(4)\n")
+    agent = launch(agents, "--standalone", path)
+    assert agent.finish() == 1
+    assert ("launch: rank 0 exited with 4 (it wrote nothing to stderr); no restarts left"
+            in agent.lines), agent.output
+    assert "see its stderr" not in agent.output
+    summary = agent.output[agent.output.index("launch: elastic run"):]
+    assert summary.rstrip().endswith("it wrote nothing to stderr"), summary
+
+
 def test_scale_up_when_a_second_agent_arrives(tmp_path, agents):
     path = script(tmp_path, "grow.py", """
         import os, sys, time
