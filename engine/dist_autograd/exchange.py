@@ -48,9 +48,19 @@ _running = threading.local()
 def send_gradients(recv, grads: List[Optional[np.ndarray]]) -> None:
     """The RecvFunction's backward: note the gradients for the sender's send function.
 
-    `Exchange.advance` routes what was noted once the graph has run.
+    `Exchange.advance` routes what was noted once the graph has run. RuntimeError when
+    no distributed pass runs here: a local ``backward()`` reached a tensor received
+    over RPC, whose gradient only a distributed pass can send back.
     """
-    _running.produced.append((recv.peer.id, (recv.message_id, list(grads))))
+    produced = getattr(_running, "produced", None)
+    if produced is None:
+        raise RuntimeError(
+            f"backward() reached a tensor received over RPC from worker "
+            f"{recv.peer.name!r} in distributed autograd context {recv.context_id}: its "
+            f"gradient can only go back to the sender in a distributed pass; use "
+            f"dist_autograd.backward(context_id, [loss]) and "
+            f"dist_autograd.get_gradients(context_id)")
+    produced.append((recv.peer.id, (recv.message_id, list(grads))))
 
 
 class Exchange:

@@ -252,6 +252,17 @@ def test_tensors_in_namedtuples_ordered_dicts_slots_and_deep_lists_are_recorded(
     np.testing.assert_allclose(grads[d], [1.0, 1.0])
 
 
+def test_a_local_backward_through_an_rpc_output_says_to_use_the_distributed_one(world3):
+    a = engine.ones(2, requires_grad=True)
+    with dist_autograd.context() as context_id:
+        received = actors.rpc_sync("worker1", engine.mul, args=(a, 3.0))
+        with pytest.raises(RuntimeError, match=r"received over RPC from worker 'worker1'.*"
+                                               r"dist_autograd\.backward"):
+            received.sum().backward()
+        dist_autograd.backward(context_id, [received.sum()])  # the context still works
+        np.testing.assert_allclose(dist_autograd.get_gradients(context_id)[a], [3.0, 3.0])
+
+
 def test_a_tensor_requiring_grad_inside_a_set_is_refused_before_it_is_sent(world3):
     a = engine.tensor([1.0], requires_grad=True)
     with dist_autograd.context():
