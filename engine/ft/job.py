@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from actors.runtime.introspection.status import ROUND_VARIABLE
 from store import Store
 
 
@@ -23,12 +24,14 @@ def job_store(timeout: float) -> Store:
 
 
 def session() -> str:
-    """The launcher's run id and restart count: a job restarted from scratch is a new one."""
+    """The launcher's run id and rendezvous round: a job restarted from scratch is a new
+    one. The round, not the restart count, which counts a node's own restarts only:
+    after a failure on one node, every node restarts in one new round."""
     run_id = os.environ.get("TORCHELASTIC_RUN_ID")
     if run_id is None:
         raise ValueError("Manager needs a session: pass session=..., or run under "
-                         "python -m actors.launch, whose run id and restart count name it")
-    return f"{run_id}/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+                         "python -m actors.launch, whose run id and rendezvous round name it")
+    return f"{run_id}/{os.environ.get(ROUND_VARIABLE, '0')}"
 
 
 def env_int(name: str) -> int:

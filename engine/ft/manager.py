@@ -16,7 +16,7 @@ exception is a newcomer that finds no live member to receive the state from
 Keys live under ``ft/<session>/`` of the store: round ``q/<n>``, commit round ``c/<n>``,
 ``latest`` (a recent round, where a newcomer starts walking), ``pg/<n>/`` for a
 group formed at round n, and ``holders/<replica id>`` (`engine.ft.holders`). A session
-is one run of the job (the launcher's run id and restart count), so a job restarted
+is one run of the job (the launcher's run id and rendezvous round), so a job restarted
 from scratch never reads an earlier run's rounds.
 """
 from __future__ import annotations
