@@ -316,7 +316,7 @@ class EtcdStore(Store):
                timeout: float, watched: Optional[bytes] = None) -> T:
         """`attempt()` until it answers, woken by changes under `watched` (the plain keys
         by default) from the revision it read; StoreTimeoutError naming what is missing
-        once `timeout` seconds pass (0: wait forever)."""
+        once `timeout` seconds pass (0: after one attempt)."""
         changed = threading.Event()
         stops: List[Callable[[], None]] = []
         missing: List[str] = list(keys)
@@ -327,6 +327,8 @@ class EtcdStore(Store):
                 result, revision, missing[:] = attempt()
                 if result is not None:
                     return True, result
+                if seconds <= 0:
+                    return False, list(missing)  # a check once needs no watch
                 start = watched or self._keys
                 stops.append(self._etcd.watch(start, prefix_end(start), revision + 1,
                                               lambda event: changed.set()))
@@ -343,7 +345,7 @@ class EtcdStore(Store):
                 self._check_open()
 
         try:
-            return block(attempt_for, operation, keys, timeout or None,
+            return block(attempt_for, operation, keys, timeout,
                          where=f"{self.endpoint} {self.prefix}")
         finally:
             for stop in stops:

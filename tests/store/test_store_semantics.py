@@ -92,6 +92,17 @@ def test_set_timeout_accepts_a_timedelta_and_timeout_is_one_as_in_torch(store):
         store.get("missing")
 
 
+@pytest.mark.parametrize("operation, call", [
+    ("wait", lambda s: s.wait(["missing"], timeout=0)),
+    ("get", lambda s: (s.set_timeout(0), s.get("missing"))),
+    ("multi_get", lambda s: (s.set_timeout(timedelta(0)), s.multi_get(["missing"]))),
+    ("queue_pop", lambda s: s.queue_pop("missing", timeout=0)),
+])
+def test_a_timeout_of_0_checks_once(store, operation, call):
+    with expect_timeout(operation, ["missing"], timeout=0):
+        call(store)
+
+
 def test_a_thread_that_sets_a_key_wakes_a_blocked_get(store):
     setter = threading.Timer(0.1, store.set, ("late", b"here"))
     setter.start()
