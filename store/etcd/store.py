@@ -1,8 +1,9 @@
 """`EtcdStore`: the Store API on etcd v3, so a job's coordination outlives any one host.
 
-Layout under `prefix`: ``<prefix>/k/<key>`` holds a plain key, ``<prefix>/q/<key>/<id>``
-one queued item (FIFO by etcd's creation revision). The rules are `KeySpace`'s, the
-same as every other store's:
+Layout under `prefix` (`layout.Layout`): ``<prefix>/#k/<key>`` holds a plain key,
+``<prefix>/#q/<queue>/<id>`` one queued item (FIFO by etcd's creation revision), with
+the characters that would let one store's or queue's range reach into another's
+escaped. The rules are `KeySpace`'s, the same as every other store's:
 
 - a read-modify-write (`add`, `compare_set`, `append`) reads the key, applies the
   KeySpace rule to it, and writes in a transaction that holds only if the key was
@@ -34,6 +35,7 @@ from store.waiting import block
 
 from .gateway import (Event, Gateway, LeaseNotFoundError, UncertainWriteError, delete_op,
                       prefix_end, put_op, range_op, same_revision)
+from .layout import Layout
 from .session import KeyWatches, Session
 
 log = get_logger(__name__)
@@ -61,15 +63,14 @@ class EtcdStore(Store):
         # store's timeout (at most 30 s: a blocking call waits longer, but by watching).
         bound = min(self.timeout_seconds, 30.0) or 30.0
         self._etcd = Gateway(endpoint, timeout=bound, retry_for=bound)
-        root = self.prefix.encode()
-        self._keys, self._queues = root + b"/k/", root + b"/q/"
+        self._layout = Layout(self.prefix)
         self._ephemeral_ttl = ephemeral_ttl
         self._session = session = Session(self._etcd)
         self._closed = session.closed
         self._lock = threading.Lock()  # guards starting the watch stream
         self._watching = False
         self._watches = KeyWatches(session)
-        self._etcd.range(self._keys, count_only=True)  # reachable now, or a clear error
+        self._etcd.range(self._layout.keys, count_only=True)  # reachable now, or a clear error
         # A dropped store ends its session too; nothing in a finalizer blocks.
         weakref.finalize(self, session.close_soon).atexit = False
         log.info("etcd_store_connected", endpoint=endpoint, prefix=self.prefix)
@@ -77,10 +78,10 @@ class EtcdStore(Store):
     # ---- names ----------------------------------------------------------------------
 
     def _key(self, key: str) -> bytes:
-        return self._keys + key.encode()
+        return self._layout.key(key)
 
     def _queue(self, key: str) -> bytes:
-        return self._queues + key.encode() + b"/"
+        return self._layout.queue(key)
 
     def _check_open(self) -> None:
         if self._closed.is_set():
@@ -126,8 +127,9 @@ class EtcdStore(Store):
 
     def list_keys(self) -> List[str]:
         self._check_open()
-        kvs, _, _ = self._etcd.range(self._keys, prefix_end(self._keys), keys_only=True)
-        names = (kv.key[len(self._keys):].decode() for kv in kvs)
+        start = self._layout.keys
+        kvs, _, _ = self._etcd.range(start, prefix_end(start), keys_only=True)
+        names = (self._layout.key_name(kv.key) for kv in kvs)
         return sorted(name for name in names if not name.startswith(INTERNAL_PREFIX))
 
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
@@ -221,15 +223,15 @@ class EtcdStore(Store):
                 # The stream's thread holds the registry weakly: callbacks may refer to
                 # this store, which must stay collectable.
                 watches = weakref.ref(self._watches)
-                start = len(self._keys)
+                key_name = self._layout.key_name
 
                 def deliver(event: Event) -> None:
                     found = watches()
                     if found is not None:
-                        found.deliver(event[0][start:].decode(), *event[1:])
+                        found.deliver(key_name(event[0]), *event[1:])
 
                 self._session.on_close(self._etcd.watch(
-                    self._keys, prefix_end(self._keys), revision + 1, deliver))
+                    self._layout.keys, prefix_end(self._layout.keys), revision + 1, deliver))
         return revision
 
     # ---- compare-and-set by revision (the rendezvous backend's) ----------------------
@@ -329,7 +331,7 @@ class EtcdStore(Store):
                     return True, result
                 if seconds <= 0:
                     return False, list(missing)  # a check once needs no watch
-                start = watched or self._keys
+                start = watched or self._layout.keys
                 stops.append(self._etcd.watch(start, prefix_end(start), revision + 1,
                                               lambda event: changed.set()))
             while True:

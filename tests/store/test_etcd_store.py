@@ -1,5 +1,6 @@
 """What EtcdStore adds to the store rules that every store passes (test_store_semantics):
 leases, the etcd:// init method, prefixes, resources, and an unreachable server."""
+import itertools
 import multiprocessing as mp
 import os
 import signal
@@ -132,6 +133,48 @@ def test_stores_with_different_prefixes_do_not_see_each_other(etcd_endpoint, etc
     assert not second.check(["k"])
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize("outer, inner", [
+    ("/n", "/n/k"), ("/n", "/n/q"), ("/n", "/n/#k"), ("/n#", "/n"), ("/n%23", "/n#"),
+    ("", "/k"),
+])
+def test_nested_prefixes_share_nothing(etcd_endpoint, etcd_prefix, outer, inner):
+    outer = EtcdStore(etcd_endpoint, etcd_prefix + outer, timeout=2)
+    inner = EtcdStore(etcd_endpoint, etcd_prefix + inner, timeout=2)
+    try:
+        changes = []
+        outer.watch_key("k/secret", lambda old, new: changes.append(new))
+        inner.set("secret", "1")
+        inner.set("k/secret", "2")
+        inner.queue_push("q", "x")
+        assert outer.list_keys() == [] and outer.num_keys() == 0
+        assert not outer.check(["secret", "k/secret", "#k/secret"])
+        assert outer.queue_len("q") == 0 and outer.queue_len("") == 0
+        outer.set("k/secret", "outer")
+        outer.queue_push("q", "y")
+        assert inner.multi_get(["secret", "k/secret"]) == [b"1", b"2"]
+        assert inner.queue_pop("q", block=False) == b"x"
+        assert inner.queue_len("q") == 0
+        assert wait_until(lambda: changes == [b"outer"], 5), changes
+    finally:
+        outer.close()
+        inner.close()
+
+
+def test_no_store_or_queue_range_starts_another():
+    """The layout's promise, over names made to collide: no store's namespace starts
+    another's, and no queue's item range starts another queue's."""
+    from store.etcd.layout import Layout
+
+    names = ["", "a", "a/", "a/b", "a/k", "a/#", "a/#k", "a#", "a%", "a%23", "a%2F", "/", "#"]
+    layouts = {name.rstrip("/"): Layout(name) for name in names}
+    for first, second in itertools.permutations(layouts.values(), 2):
+        assert not second.keys.startswith(first.keys)
+        assert not second.queue("q").startswith(first.keys)
+        assert not second.keys.startswith(first.queue(""))
+    for first, second in itertools.permutations(names, 2):
+        assert not Layout("/p").queue(second).startswith(Layout("/p").queue(first))
 
 
 def test_the_etcd_init_method_gives_a_store_rank_and_world_size(etcd_endpoint, etcd_prefix):

@@ -277,6 +277,18 @@ def test_queues_and_plain_keys_are_separate_namespaces(store):
     assert store.queue_pop("name", block=False) == b"queued"
 
 
+def test_a_queue_holds_only_its_own_items_whatever_the_names_share(store):
+    store.queue_push("a/b", b"inner")
+    store.queue_push("a%2Fb", b"escaped")
+    assert store.queue_len("a") == 0
+    with pytest.raises(QueueEmptyError):
+        store.queue_pop("a", block=False)
+    with expect_timeout("queue_pop", ["a"]):
+        store.queue_pop("a", timeout=SHORT)
+    assert store.queue_pop("a/b", block=False) == b"inner"
+    assert store.queue_pop("a%2Fb", block=False) == b"escaped"
+
+
 # -- argument checks -----------------------------------------------------------------------
 
 
