@@ -5,7 +5,9 @@ A request that etcd cannot have applied (the connection was refused, or etcd had
 no leader) is retried until the gateway's `retry_for` seconds pass, so a member
 restart costs a pause, not an error; a request that may have been applied is
 retried only if repeating it is harmless (`idempotent`). Every other failure to
-reach etcd is a StoreConnectionError naming the endpoint.
+reach etcd is a StoreConnectionError naming the endpoint. A write larger than etcd
+takes is a ValueTooLargeError, found before it is sent when it exceeds the gateway's
+`max_request_bytes`, or from etcd's answer when the server's limit is lower.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 from actors.runtime.process.log import get_logger
 from actors.runtime.concurrency.threads import start_thread
 from store.errors import StoreConnectionError
+
+from .limits import MAX_REQUEST_BYTES, ValueTooLargeError, put_length, too_large_limit
 
 log = get_logger(__name__)
 
@@ -96,14 +100,17 @@ def same_revision(key: bytes, mod_revision: int) -> dict:
 class Gateway:
     """One etcd endpoint (``host:port``); safe to share between threads.
 
-    `timeout` bounds each request; `retry_for` bounds the retries of one call.
+    `timeout` bounds each request; `retry_for` bounds the retries of one call;
+    `max_request_bytes` is the server's --max-request-bytes, which writes must fit.
     """
 
-    def __init__(self, endpoint: str, timeout: float, retry_for: float = 30.0):
+    def __init__(self, endpoint: str, timeout: float, retry_for: float = 30.0,
+                 max_request_bytes: int = MAX_REQUEST_BYTES):
         host, _, port = endpoint.replace("http://", "").rstrip("/").rpartition(":")
         self.endpoint = endpoint
         self.host, self.port = host or "127.0.0.1", int(port)
         self.timeout, self.retry_for = timeout, retry_for
+        self.max_request_bytes = max_request_bytes
         self._client = self.new_client()
         # The newest revision any answer carried: a watch registered now may start after it.
         self.revision_seen = 0
@@ -137,6 +144,11 @@ class Gateway:
                 log.info("etcd_request_retried", endpoint=self.endpoint, path=path,
                          error=describe(exc))
             except exceptions.Etcd3Exception as exc:
+                limit = too_large_limit(_answer(exc))
+                if limit is not None:
+                    raise ValueTooLargeError(
+                        f"etcd at {self.endpoint} refused {path} as larger than it takes "
+                        f"(--max-request-bytes{limit}): {describe(exc)}") from None
                 error_type = LeaseNotFoundError if lease_not_found(exc) else StoreConnectionError
                 raise error_type(
                     f"etcd at {self.endpoint} refused {path}: {describe(exc)}") from None
@@ -169,6 +181,7 @@ class Gateway:
                 int(reply["header"]["revision"]))
 
     def put(self, key: bytes, value: bytes, lease: int = 0) -> None:
+        self._check_size({key: len(key) + len(value)})  # before encoding a value of any size
         self._post("/kv/put", put_op(key, value, lease)["request_put"])
 
     def delete(self, key: bytes, end: Optional[bytes] = None) -> int:
@@ -181,12 +194,27 @@ class Gateway:
             failure: Optional[List[dict]] = None) -> Tuple[bool, List[List[KeyValue]], int]:
         """Run a transaction: ``(succeeded, the key-values each range request read,
         revision)``. A conditional one is not repeated once etcd may have applied it."""
+        self._check_size({decode(op["request_put"]["key"]): put_length(op["request_put"])
+                          for op in success + (failure or []) if "request_put" in op})
         reply = self._post("/kv/txn", {"compare": compare, "success": success,
                                        "failure": failure or []}, idempotent=not compare)
         reads = [[_kv(raw) for raw in response["response_range"].get("kvs", [])]
                  for response in reply.get("responses", []) if "response_range" in response]
         return (bool(reply.get("succeeded", False)), reads,
                 int(reply["header"]["revision"]))
+
+    def _check_size(self, written: Dict[bytes, int]) -> None:
+        """ValueTooLargeError, before sending, if the keys and values of one request
+        (`written`: key -> bytes of key and value) exceed `max_request_bytes`. etcd adds
+        a few bytes of framing and refuses what then exceeds its limit; `_post` reports
+        that alike."""
+        size = sum(written.values())
+        if size > self.max_request_bytes:
+            raise ValueTooLargeError(
+                f"etcd at {self.endpoint} takes requests of at most "
+                f"{self.max_request_bytes} bytes ({self.max_request_bytes / 2**20:g} MiB, "
+                f"its --max-request-bytes): writing {_names(list(written))} would send "
+                f"{size} bytes")
 
     def grant(self, ttl: int) -> int:
         return int(self._post("/lease/grant", {"TTL": str(ttl)})["ID"])
@@ -229,6 +257,11 @@ def not_applied(exc: Exception) -> bool:
     if "Failed to establish a new connection" in text or "Connection refused" in text:
         return True
     return _answer(exc) in _REFUSED_BEFORE_PROPOSING
+
+
+def _names(keys: List[bytes]) -> str:
+    shown = [key.decode(errors="replace") for key in keys[:3]]
+    return f"{shown}{' and more' if len(keys) > 3 else ''}"
 
 
 def lease_not_found(exc: Exception) -> bool:

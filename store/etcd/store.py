@@ -36,6 +36,7 @@ from store.waiting import block
 from .gateway import (Event, Gateway, LeaseNotFoundError, UncertainWriteError, delete_op,
                       prefix_end, put_op, range_op, same_revision)
 from .layout import Layout
+from .limits import MAX_REQUEST_BYTES
 from .session import KeyWatches, Session
 
 log = get_logger(__name__)
@@ -52,17 +53,20 @@ class EtcdStore(Store):
 
     Clients with the same endpoint and prefix share one store. StoreConnectionError
     when etcd cannot be reached; StoreTimeoutError when a blocking operation's
-    deadline passes.
+    deadline passes; ValueTooLargeError (a ValueError) for a write over
+    `max_request_bytes`, the server's --max-request-bytes (etcd's default: 1.5 MiB).
     """
 
     def __init__(self, endpoint: str, prefix: str = "/actorgrad", timeout: Timeout = 300.0,
-                 *, ephemeral_ttl: int = EPHEMERAL_TTL):
+                 *, ephemeral_ttl: int = EPHEMERAL_TTL,
+                 max_request_bytes: int = MAX_REQUEST_BYTES):
         super().__init__(timeout)
         self.endpoint, self.prefix = endpoint, prefix.rstrip("/")
         # Requests, and the retries of one call while etcd restarts, are bounded by the
         # store's timeout (at most 30 s: a blocking call waits longer, but by watching).
         bound = min(self.timeout_seconds, 30.0) or 30.0
-        self._etcd = Gateway(endpoint, timeout=bound, retry_for=bound)
+        self._etcd = Gateway(endpoint, timeout=bound, retry_for=bound,
+                             max_request_bytes=max_request_bytes)
         self._layout = Layout(self.prefix)
         self._ephemeral_ttl = ephemeral_ttl
         self._session = session = Session(self._etcd)
@@ -360,7 +364,8 @@ class EtcdStore(Store):
 
     def clone(self) -> "EtcdStore":
         return EtcdStore(self.endpoint, self.prefix, self.timeout_seconds,
-                         ephemeral_ttl=self._ephemeral_ttl)
+                         ephemeral_ttl=self._ephemeral_ttl,
+                         max_request_bytes=self._etcd.max_request_bytes)
 
     def close(self) -> None:
         """Stop watches and the lease's keep-alive; this client's ephemeral keys go now."""

@@ -177,6 +177,50 @@ def test_no_store_or_queue_range_starts_another():
         assert not Layout("/p").queue(second).startswith(Layout("/p").queue(first))
 
 
+LIMIT = 3 << 19  # etcd's default --max-request-bytes, which the test server keeps
+
+
+@pytest.mark.parametrize("write", [
+    lambda s: s.set("big", b"x" * (2 << 20)),
+    lambda s: s.set_ephemeral("big", b"x" * (2 << 20)),
+    lambda s: s.queue_push("big", b"x" * (50 << 20)),
+    lambda s: s.multi_set(["big", "other"], [b"x" * (1 << 20)] * 2),
+    lambda s: (s.set("big", b"x" * (1 << 20)), s.append("big", b"x" * (1 << 20))),
+], ids=["set", "set_ephemeral", "queue_push", "multi_set", "append"])
+def test_a_write_over_etcds_request_limit_is_a_value_error_naming_the_limit(
+        etcd_endpoint, etcd_prefix, write):
+    from store.etcd import ValueTooLargeError
+
+    store = EtcdStore(etcd_endpoint, etcd_prefix, timeout=0.5)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ValueTooLargeError, match=f"at most {LIMIT} bytes") as info:
+            write(store)
+        assert isinstance(info.value, ValueError)
+        assert not isinstance(info.value, ConnectionError)  # retrying cannot help
+        within(started, limits.AT_ONCE, "before sending")
+        store.set("small", "1")
+        assert store.get("small") == b"1"
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("size, named", [
+    (LIMIT, ""),  # over the limit once etcd adds its framing
+    (2 << 20, f" of {LIMIT} bytes"),  # over what etcd's gRPC server reads at all
+])
+def test_etcds_own_refusal_of_a_large_write_is_the_same_error(etcd_endpoint, etcd_prefix,
+                                                              size, named):
+    from store.etcd import ValueTooLargeError
+
+    store = EtcdStore(etcd_endpoint, etcd_prefix, timeout=5, max_request_bytes=64 << 20)
+    try:
+        with pytest.raises(ValueTooLargeError, match=f"--max-request-bytes{named}\\)"):
+            store.set("big", b"x" * size)
+    finally:
+        store.close()
+
+
 def test_the_etcd_init_method_gives_a_store_rank_and_world_size(etcd_endpoint, etcd_prefix):
     store, rank, world_size = next(rendezvous(f"etcd://{etcd_endpoint}{etcd_prefix}?rank=1"
                                               f"&world_size=3"))
