@@ -27,7 +27,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple, TypeVar
 from actors.runtime.process.log import get_logger
 from actors.runtime.concurrency.threads import start_thread
 from store.base import DEFAULT_TIMEOUT, Timeout, WatchCallback, check_key
-from store.errors import StoreError, StoreTimeoutError
+from store.errors import StoreError
 from store.file_format import decode_state, encode_state
 from store.keyspace import INTERNAL_PREFIX, KeySpace, KeySpaceStore, missing_keys
 from store.waiting import Attempt, block
@@ -35,6 +35,7 @@ from store.watch import WatchDispatcher
 
 log = get_logger(__name__)
 T = TypeVar("T")
+Progress = Tuple[Optional[tuple], float]  # the file's identity, and since when it is so
 
 REFCOUNT_KEY = INTERNAL_PREFIX + "filestore/refcount"  # instances open on the file
 FINISHED_KEY = INTERNAL_PREFIX + "filestore/finished"  # instances that have closed
@@ -43,6 +44,9 @@ POLL_MIN = 0.001  # first back-off between two checks of the file while blocked
 POLL_MAX = 0.02  # back-off cap: bounds the wake-up delay of wait/get
 LOCK_POLL_MIN = 0.0001
 LOCK_POLL_MAX = 0.005
+# A holder keeps the lock for one rewrite of the file (milliseconds; seconds for a huge
+# store). Waiting this long while nobody changes the file means the holder is stuck.
+LOCK_STUCK_AFTER = 60.0
 WATCH_INTERVAL = 0.01  # how often the watcher thread stats the file
 _STALE = ("stale",)  # a signature no file has: forces the next read
 
@@ -70,6 +74,11 @@ def _read_all(fd: int) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+class FileLockStuckError(StoreError, TimeoutError):
+    """The file lock stayed taken, and the store unchanged, for `LOCK_STUCK_AFTER`
+    seconds: its holder is alive but stuck (say, stopped with SIGSTOP)."""
 
 
 # -- the store ----------------------------------------------------------------------
@@ -144,9 +153,13 @@ class FileStore(KeySpaceStore):
 
     @contextlib.contextmanager
     def _flock(self, exclusive: bool) -> Iterator[None]:
-        """Hold the file lock; waits with back-off, at most the store timeout."""
+        """Hold the file lock, waiting for it as long as its holders make progress.
+
+        As in torch, the store timeout does not bound this wait: it is for keys to
+        appear, and under contention the lock is busy for longer than a short one.
+        """
         mode = (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB
-        deadline = time.monotonic() + self._timeout
+        progress = _stat_signature(self._path), time.monotonic()
         delay = LOCK_POLL_MIN
         while True:
             if self._lock_fd is not None and self._lock_pid != os.getpid():
@@ -158,13 +171,8 @@ class FileStore(KeySpaceStore):
             try:
                 fcntl.flock(self._lock_fd, mode)
             except BlockingIOError:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise StoreTimeoutError(
-                        "file lock", [self._lock_path], self._timeout,
-                        detail="another process holds it (alive but not releasing it)",
-                    ) from None
-                time.sleep(min(delay, remaining))
+                progress = self._check_lock_progress(progress)
+                time.sleep(delay)
                 delay = min(delay * 2, LOCK_POLL_MAX)
                 continue
             lock_sig = _stat_signature(self._lock_path)
@@ -178,6 +186,20 @@ class FileStore(KeySpaceStore):
             yield
         finally:
             fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+
+    def _check_lock_progress(self, seen: Progress) -> Progress:
+        """The file's identity and since when it has been so, after `seen`;
+        FileLockStuckError once it has not changed for `LOCK_STUCK_AFTER` seconds."""
+        sig, since = seen
+        now_sig, now = _stat_signature(self._path), time.monotonic()
+        if now_sig != sig:
+            return now_sig, now
+        if now - since >= LOCK_STUCK_AFTER:
+            raise FileLockStuckError(
+                f"FileStore {self._path}: the lock {self._lock_path} stayed taken for "
+                f"{now - since:.0f} s while no process changed the store; its holder is "
+                f"alive but stuck (stopped, or hung while holding it)")
+        return sig, since
 
     def _adopt(self, fd: Optional[int], sig: Optional[tuple], keys: KeySpace) -> None:
         if self._held_fd is not None:

@@ -4,13 +4,15 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 
 import pytest
 
-from store import FileStore, StoreError
+from store import FileStore, StoreError, file_store
 from store.file_format import MAGIC, decode_state, encode_state
 from tests.store import workers
 from tests.store.processes import collect, ctx, spawned
+from tests.waiting import raised_by
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -45,6 +47,61 @@ def test_a_process_killed_holding_the_lock_mid_write_leaves_the_file_usable(tmp_
         store.set("more", b"ok")
     with FileStore(path, timeout=READY) as other:
         assert other.multi_get(["before", "after", "more"]) == [b"intact", b"1", b"ok"]
+
+
+def test_a_short_store_timeout_does_not_bound_waiting_for_the_lock(tmp_path):
+    """As in torch: the store timeout is for keys to appear, not for the lock, which
+    another process may hold for longer than a short timeout."""
+    path = str(tmp_path / "store")
+    holding, release = ctx.Event(), ctx.Event()
+
+    def open_and_write():
+        with FileStore(path, timeout=0.05) as store:  # counting itself in takes the lock
+            store.set("k", b"v")
+            assert store.add("n", 1) == 1
+
+    outcome = []
+    with spawned(workers.die_holding_the_lock, [(path, holding, release)]):
+        assert holding.wait(READY)
+        writer = threading.Thread(target=lambda: outcome.append(raised_by(open_and_write)))
+        writer.start()
+        writer.join(0.5)  # ten store timeouts
+        assert writer.is_alive() and not outcome, outcome
+        release.set()
+        writer.join(READY)
+    assert outcome == [None]
+
+
+def test_a_holder_that_keeps_the_lock_without_changing_the_store_is_named_stuck(
+        tmp_path, monkeypatch):
+    monkeypatch.setattr(file_store, "LOCK_STUCK_AFTER", 0.5)
+    path = str(tmp_path / "store")
+    holding, release = ctx.Event(), ctx.Event()
+    with spawned(workers.die_holding_the_lock, [(path, holding, release)]):
+        assert holding.wait(READY)
+        started = time.monotonic()
+        with pytest.raises(file_store.FileLockStuckError) as info:
+            FileStore(path, timeout=READY)
+        assert 0.5 <= time.monotonic() - started < READY
+        release.set()
+    error = info.value
+    assert isinstance(error, StoreError) and isinstance(error, TimeoutError)
+    assert f"the lock {path}.lock" in str(error) and "keys" not in str(error)
+
+
+def test_waiting_for_a_lock_that_others_keep_using_is_not_stuck(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_store, "LOCK_STUCK_AFTER", 0.2)
+    path = str(tmp_path / "store")
+    progress = [ctx.Event() for _ in range(2)]
+    with FileStore(path, timeout=0.01) as store:
+        store.set("big", b"x" * 500_000)  # each write rewrites it, holding the lock longer
+        with spawned(workers.write_forever, [(path, each) for each in progress]) as children:
+            assert all(each.wait(READY) for each in progress)
+            try:
+                assert [store.add("n", 1) for _ in range(50)][-1] == 50
+            finally:
+                for child in children:
+                    kill(child)
 
 
 @pytest.mark.slow
