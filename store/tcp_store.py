@@ -20,24 +20,25 @@ and its finalizer ends the watch callbacks' thread.
 """
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import weakref
 from datetime import timedelta
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from actors.runtime import Actor, Kind, PeerLostError, RequestTimeoutError, SafeModeError
+from actors.runtime import (Actor, ActorStoppedError, Kind, PeerLostError, RequestTimeoutError,
+                            SafeModeError)
 from actors.runtime.io.channel import Channel
 from actors.runtime.process.log import get_logger
 from actors.runtime.process.waits import SlowWait
 from actors.runtime.protocol.serialization import pickle_allowed
 from store.base import (Store, Timeout, Value, WatchCallback, check_amount, check_key,
                         check_keys, check_values, to_bytes)
-from store.errors import StoreConnectionError, StoreTimeoutError
+from store.errors import StoreConnectionError, StoreError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX
 from store.quorum import quorum_wait_text
 from store.server import StoreServer
+from store.tcp_servers import resolve, servers
 from store.waiting import Attempt, block, wait_keys
 from store.watch import WatchDispatcher
 
@@ -93,16 +94,17 @@ class TCPStore(Store):
         self.host = host_name
         self._server: Optional[StoreServer] = None
         if is_master:
-            self._server = _servers.open(_resolve(host_name), port, multi_tenant)
+            self._server = servers.open(resolve(host_name), port, multi_tenant)
             port = self._server.port
         self.port = port
         self.world_size = world_size
-        self._address = f"tcp://{_resolve(host_name)}:{port}"
+        self._address = f"tcp://{resolve(host_name)}:{port}"
         self._json = False  # set once a safe-mode server refused a pickle
         self._channel = Channel(self._address, connect_timeout=self.timeout_seconds)
         self._watch_lock = threading.Lock()
         self._watch_actor: Optional[Actor] = None
         self._watchers: Optional[WatchDispatcher] = None
+        self._closed = False  # set under _watch_lock, so that no session starts after close
         try:
             self._connect()
             if world_size is not None:
@@ -149,8 +151,10 @@ class TCPStore(Store):
         `waiting()` runs now and then while the reply is awaited."""
         wait = self.timeout_seconds if blocking_timeout is None else blocking_timeout + _REPLY_GRACE
         try:
-            return self._in_server_codec(
-                lambda json: self._channel.call(kind, payload, wait, json=json, waiting=waiting))
+            return self._in_server_codec(lambda json: self._channel.call(
+                kind, payload, wait, json=json, waiting=waiting))
+        except ActorStoppedError:
+            raise self._closed_error() from None
         except PeerLostError as exc:
             raise StoreConnectionError(
                 f"store server at {self.host}:{self.port} lost: {exc.reason}") from None
@@ -158,6 +162,9 @@ class TCPStore(Store):
             raise StoreConnectionError(
                 f"store server at {self.host}:{self.port} did not answer "
                 f"{kind.name} within {wait:g}s") from None
+
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"TCPStore {self.host}:{self.port} is closed")
 
     def _blocking(self, kind: Kind, payload: dict, operation: str, keys: List[str],
                   timeout: float) -> Any:
@@ -312,6 +319,8 @@ class TCPStore(Store):
 
     def _session(self) -> Actor:
         """The long-lived session actor, started on first use (call under `_watch_lock`)."""
+        if self._closed:
+            raise self._closed_error()
         if self._watch_actor is None:
             self._watchers = watchers = WatchDispatcher("actorgrad-tcpstore-watch")
             weakref.finalize(self, watchers.stopper()).atexit = False
@@ -336,57 +345,25 @@ class TCPStore(Store):
             return self._in_server_codec(lambda json: session.request(
                 self._address, kind, payload, self.timeout_seconds, json=json
             ).wait(self.timeout_seconds + _REPLY_GRACE))
+        except ActorStoppedError:
+            raise self._closed_error() from None
         except (PeerLostError, RequestTimeoutError) as exc:
             raise StoreConnectionError(f"{what} failed: {exc}") from None
 
     def close(self) -> None:
-        """Close the connections; a master also stops its server."""
-        if self._watch_actor is not None:
-            self._watch_actor.stop()
+        """Close the connections; a master also stops its server. Calls blocked in
+        other threads, and every later call, fail with StoreError; closing twice is
+        harmless."""
+        with self._watch_lock:
+            if self._closed:
+                return
+            self._closed = True
+            session, self._watch_actor = self._watch_actor, None
+        if session is not None:
+            session.stop()
             self._watchers.close()
+        # Before the server stops, so that blocked calls fail as closed, not as lost.
         self._channel.close()
         if self._server is not None:
-            _servers.release(self._server)
+            servers.release(self._server)
             self._server = None
-
-
-class _Servers:
-    """The store servers this process hosts; a multi-tenant master joins one already
-    serving its port (as torch's multi-tenant TCPStore does), and the last to close it
-    stops it."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._shared: Dict[Tuple[str, int], List[Any]] = {}  # (host, port) -> [server, users]
-
-    def open(self, host: str, port: int, multi_tenant: bool) -> StoreServer:
-        with self._lock:
-            entry = self._shared.get((host, port)) if multi_tenant and port else None
-            if entry is not None:
-                entry[1] += 1
-                return entry[0]
-            server = StoreServer(host, port).start()
-            if multi_tenant:
-                self._shared[(host, server.port)] = [server, 1]
-            return server
-
-    def release(self, server: StoreServer) -> None:
-        with self._lock:
-            for key, entry in list(self._shared.items()):
-                if entry[0] is server:
-                    entry[1] -= 1
-                    if entry[1]:
-                        return
-                    del self._shared[key]
-        server.stop()
-
-
-_servers = _Servers()
-
-
-def _resolve(host: str) -> str:
-    """An IP address for `host` (ZeroMQ binds interfaces and addresses, not names)."""
-    try:
-        return socket.gethostbyname(host)
-    except OSError:
-        return host

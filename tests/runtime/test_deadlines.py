@@ -94,7 +94,7 @@ def test_a_channel_call_with_a_timeout_under_a_receive_slice_goes_back_to_slices
         call.call(Kind.PING, None, 10)
         with pytest.raises(RequestTimeoutError, match="within 0.005s"):
             call.call(0xF001, None, 0.005)
-        socket = call._connection(10).socket
+        socket = call._local.conn.socket  # this thread's connection
         assert socket.getsockopt(zmq.RCVTIMEO) == channels._SLICE_MS
     finally:
         release.set()

@@ -26,3 +26,23 @@ def block_on_missing_key(port: int, ready) -> None:
     store.set("client-was-here", b"1")
     ready.put("parked")
     store.get("never-set")
+
+
+def close_under_blocked_get(who: str, results) -> None:
+    """Close a master or a client while another thread is blocked in its `get`; report
+    what the get raised and whether close returned (an abort would end the process)."""
+    import threading
+
+    from tests.waiting import raised_by, wait_until
+
+    master = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=30)
+    store = master if who == "master" else TCPStore("127.0.0.1", master.port, timeout=30)
+    raised = []
+    blocked = threading.Thread(target=lambda: raised.append(raised_by(store.get, "never")))
+    blocked.start()
+    parked = wait_until(lambda: "never" in master._server.service._waiting)
+    store.close()
+    blocked.join(10)
+    results.put((parked, blocked.is_alive(), type(raised[0]).__name__ if raised else None,
+                 str(raised[0]) if raised else None))
+    master.close()

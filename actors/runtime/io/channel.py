@@ -7,18 +7,24 @@ beside each DEALER reports a dropped connection, so a call to a vanished peer fa
 within a fraction of a second with PeerLostError instead of waiting out its
 timeout; ZeroMQ heartbeats catch a peer that hangs without closing the connection.
 
-A channel's sockets are closed by `close()`, or by its finalizer when the channel
-is dropped (no thread can be inside a call then: a call holds the channel).
+A ZeroMQ socket must not be closed while another thread uses it (libzmq aborts
+the process), so each socket is closed by the thread that owns it when it is in a
+call: `close()` closes the idle ones and marks the channel closed, and a thread
+inside a call sees the mark within a receive slice, fails its call with
+ActorStoppedError and closes its own socket on the way out. The finalizer of a
+dropped channel closes them all (no thread can be inside a call then: a call
+holds the channel).
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
 import time
 from time import monotonic_ns
 import weakref
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Iterator, List, Optional, Tuple
 
 import zmq
 
@@ -42,7 +48,7 @@ _SLICE_MS = 50
 class _Connection:
     """One thread's DEALER to the peer, its monitor, and whether the handshake is done."""
 
-    __slots__ = ("calling", "connected", "drops", "ever_connected", "monitor", "refused",
+    __slots__ = ("busy", "calling", "connected", "drops", "ever_connected", "monitor", "refused",
                  "socket", "thread")
 
     def __init__(self, ctx: zmq.Context, address: str, heartbeat_ms: int, timeout_ms: int):
@@ -56,6 +62,7 @@ class _Connection:
         # set and taken whole; None when no call waits, or when introspection is off.
         self.calling: Optional[Tuple[tuple, Optional[float]]] = None
         self.thread = threading.get_ident()  # the one thread that uses this connection
+        self.busy = False  # its thread is inside a call: only that thread may close it
 
     def read_monitor(self) -> None:
         # EVENTS, not poll(0): one call instead of a Poller built per check.
@@ -70,14 +77,16 @@ class _Connection:
                 self.refused = True
 
     def close(self) -> None:
-        close_monitored(self.socket, self.monitor)
+        if not self.socket.closed:
+            close_monitored(self.socket, self.monitor)
 
 
 class Channel:
     """Blocking calls to the actor at `address`, safe to use from many threads at once.
 
     `connect_timeout` bounds the wait for the first connection of each thread.
-    `close()` closes every thread's socket: call it once no thread uses the channel.
+    `close()` may be called while other threads are inside calls: those fail with
+    ActorStoppedError within a receive slice.
     """
 
     def __init__(self, address: str, *, connect_timeout: float = 30.0,
@@ -97,7 +106,8 @@ class Channel:
 
     def connect(self, timeout: Optional[float] = None) -> None:
         """Establish this thread's connection now; PeerLostError if it cannot within `timeout`."""
-        self._connection(self.connect_timeout if timeout is None else timeout)
+        with self._using(self.connect_timeout if timeout is None else timeout):
+            pass
 
     def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None, *,
              json: bool = False, same_host: bool = False,
@@ -109,6 +119,7 @@ class Channel:
         is called every receive slice while no reply has come (to report a long wait).
         `what` names what the request calls in the flight recorder.
 
+        ActorStoppedError: the channel is closed, or was closed during the call;
         PeerLostError: the connection is down or dropped during the call;
         RequestTimeoutError: no reply within `timeout` seconds (None waits forever), also
         one shorter than the receive slice in which the peer's loss is checked;
@@ -118,11 +129,12 @@ class Channel:
         deadline = None if timeout is None else time.monotonic() + timeout
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
-        try:
-            conn = self._connection(self.connect_timeout)
-        except BaseException:
-            envelope.discard(frames)
-            raise
+        with self._using(self.connect_timeout, frames) as conn:
+            return self._exchange(conn, frames, kind, req_id, timeout, deadline, waiting, what)
+
+    def _exchange(self, conn: _Connection, frames: list, kind: int, req_id: int,
+                  timeout: Optional[float], deadline: Optional[float],
+                  waiting: Optional[Callable[[], Any]], what: Any) -> Any:
         drops = conn.drops
         if RECORDING:  # taken before it leaves: see ActorCore.request
             conn.calling = ((monotonic_ns(), SENT, self.address, kind, req_id,
@@ -144,6 +156,8 @@ class Channel:
                     # and between slices the monitor says whether the peer went away.
                     reply = recv_frames(conn.socket)
                 except zmq.Again:
+                    if self._closed:
+                        raise ActorStoppedError(f"channel to {self.address} is closed") from None
                     conn.read_monitor()
                     if conn.refused:
                         self._refused(conn)
@@ -201,27 +215,65 @@ class Channel:
         return waiting
 
     def close(self) -> None:
-        """Close every thread's connection; calls after this raise ActorStoppedError."""
-        self._closed = True
+        """Close every idle connection; a thread inside a call fails it with
+        ActorStoppedError and closes its own. Calls after this raise ActorStoppedError."""
+        with self._lock:
+            self._closed = True
         self._finalizer()
 
-    def _connection(self, connect_timeout: float) -> _Connection:
-        """This thread's connection, up: a dropped one fails fast, a new one gets a grace time."""
+    @contextlib.contextmanager
+    def _using(self, connect_timeout: float, unsent: Optional[list] = None
+               ) -> Iterator[_Connection]:
+        """This thread's connection, up and marked busy while the block runs; `unsent`,
+        the frames of a request, are discarded if there is no connection to send them on."""
+        conn = None
+        try:
+            conn = self._claim()
+            self._up(conn, connect_timeout)
+        except BaseException:
+            if unsent is not None:
+                envelope.discard(unsent)
+            if conn is not None:
+                self._release(conn)
+            raise
+        try:
+            yield conn
+        finally:
+            self._release(conn)
+
+    def _claim(self) -> _Connection:
+        """This thread's connection, marked busy; made here on this thread's first call."""
         conn = getattr(self._local, "conn", None)
-        if conn is not None and conn.connected:
-            # The monitor is read between receive slices: a drop shows there.
-            return conn
-        if conn is None:
-            with self._lock:
-                if self._closed:
-                    raise ActorStoppedError(f"channel to {self.address} is closed")
+        with self._lock:
+            if self._closed:
+                raise ActorStoppedError(f"channel to {self.address} is closed")
+            if conn is None:
                 conn = _Connection(process_context(), self.address, self._heartbeat_ms,
                                    self._heartbeat_timeout_ms)
                 self._connections.append(conn)
-            self._local.conn = conn
+                self._local.conn = conn
+            conn.busy = True
+        return conn
+
+    def _release(self, conn: _Connection) -> None:
+        """`conn`'s thread is out of its call; if the channel was closed meanwhile, the
+        thread closes its own socket here."""
+        with self._lock:
+            conn.busy = False
+            orphaned = self._closed and conn in self._connections
+            if orphaned:
+                self._connections.remove(conn)
+        if orphaned:
+            conn.close()
+
+    def _up(self, conn: _Connection, connect_timeout: float) -> None:
+        """Make sure `conn` is up: a dropped one fails fast, a new one gets a grace time."""
+        if conn.connected:
+            # The monitor is read between receive slices: a drop shows there.
+            return
         conn.read_monitor()
         if conn.connected:
-            return conn
+            return
         if conn.refused:
             self._refused(conn)
         if conn.ever_connected:
@@ -243,7 +295,6 @@ class Channel:
                 conn.read_monitor()
                 if conn.refused:
                     self._refused(conn)
-        return conn
 
     def _refused(self, conn: _Connection) -> None:
         """Close a connection whose handshake the peer refused (libzmq would retry it
@@ -257,7 +308,8 @@ class Channel:
 
 
 def _close_all(connections: List[_Connection], lock: threading.Lock) -> None:
+    """Close the idle connections; a busy one is left to its thread (see the module)."""
     with lock:
-        for conn in connections:
+        for conn in [conn for conn in connections if not conn.busy]:
+            connections.remove(conn)
             conn.close()
-        connections.clear()

@@ -1,0 +1,68 @@
+"""TCPStore after close: blocked calls and later ones fail with StoreError, nothing aborts."""
+import threading
+
+import pytest
+
+from store import StoreError, TCPStore
+from tests.leftovers import resources
+from tests.store import tcp_workers
+from tests.store.processes import collect, ctx, spawned
+from tests.waiting import raised_by, wait_until
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.mark.parametrize("who", ["master", "client"])
+def test_closing_under_a_blocked_get_fails_it_as_closed_and_the_process_lives_on(who):
+    # libzmq aborts the whole process when a socket is closed under a thread using it:
+    # a spawned process shows that as an exit code instead of taking pytest with it.
+    results = ctx.Queue()
+    with spawned(tcp_workers.close_under_blocked_get, [(who, results)]) as procs:
+        parked, still_blocked, error_type, message = collect(results, 1)[0]
+        procs[0].join(20)
+    assert procs[0].exitcode == 0
+    assert parked and not still_blocked
+    assert error_type == "StoreError" and "is closed" in message
+
+
+@pytest.fixture
+def master():
+    with TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10) as store:
+        yield store
+
+
+def test_every_use_after_close_is_a_store_error_saying_so(master):
+    client = TCPStore("127.0.0.1", master.port, timeout=10)
+    client.set("k", "v")
+    client.close()
+    client.close()  # twice is harmless
+    for call in (lambda: client.get("k"), lambda: client.set("k", "w"),
+                 lambda: client.set_ephemeral("e", "v"),
+                 lambda: client.watch_key("k", lambda old, new: None)):
+        with pytest.raises(StoreError, match="is closed"):
+            call()
+    on_new_thread = []
+    thread = threading.Thread(target=lambda: on_new_thread.append(raised_by(client.get, "k")))
+    thread.start()
+    thread.join(10)
+    assert isinstance(on_new_thread[0], StoreError) and "is closed" in str(on_new_thread[0])
+
+
+def test_a_closed_master_fails_its_own_calls_as_closed():
+    master = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    master.close()
+    with pytest.raises(StoreError, match="is closed"):
+        master.get("k")
+
+
+def test_closing_under_a_blocked_call_leaves_no_thread_or_descriptor_behind(master):
+    before = resources()
+    client = TCPStore("127.0.0.1", master.port, timeout=10)
+    raised = []
+    blocked = threading.Thread(target=lambda: raised.append(raised_by(client.get, "never")))
+    blocked.start()
+    assert wait_until(lambda: "never" in master._server.service._waiting)
+    client.close()
+    blocked.join(10)
+    assert isinstance(raised[0], StoreError) and "is closed" in str(raised[0])
+    assert wait_until(lambda: not resources() - before), resources() - before
