@@ -220,9 +220,14 @@ class TCPStore(Store):
         return self._call(Kind.STORE_LIST_KEYS, {})
 
     def clone(self) -> "TCPStore":
-        """A new client of the same server (closing it leaves the server running)."""
-        return TCPStore(self.host, self.port, self.world_size, is_master=False,
-                        timeout=self.timeout_seconds, wait_for_workers=False)
+        """A new client of the same server (closing it leaves the server running).
+
+        A clone is another handle of this worker, not another worker: it does not
+        count towards `world_size` (torch's clone does not join either)."""
+        clone = TCPStore(self.host, self.port, is_master=False, timeout=self.timeout_seconds,
+                         wait_for_workers=False)
+        clone.world_size = self.world_size
+        return clone
 
     def wait(self, keys: Sequence[str], timeout: Optional[Timeout] = None) -> None:
         keys = check_keys(keys)

@@ -5,6 +5,7 @@ import pytest
 
 from store import StoreError, TCPStore
 from tests.leftovers import resources
+from tests.net import free_port
 from tests.store import tcp_workers
 from tests.store.processes import collect, ctx, spawned
 from tests.waiting import raised_by, wait_until
@@ -66,3 +67,25 @@ def test_closing_under_a_blocked_call_leaves_no_thread_or_descriptor_behind(mast
     blocked.join(10)
     assert isinstance(raised[0], StoreError) and "is closed" in str(raised[0])
     assert wait_until(lambda: not resources() - before), resources() - before
+
+
+def test_a_clone_is_not_another_worker_joining():
+    # world_size 3: the master and one worker that clones its store are 2 of 3 (torch
+    # counts the same), so the master still waits and times out saying so.
+    port = free_port()
+    outcome = []
+
+    def master() -> None:
+        outcome.append(raised_by(TCPStore, "127.0.0.1", port, 3, True, 3.0))
+
+    started = threading.Thread(target=master)
+    started.start()
+    worker = TCPStore("127.0.0.1", port, world_size=3, timeout=10)
+    clone = worker.clone()
+    started.join(20)
+    try:
+        assert isinstance(outcome[0], StoreError) and "2 of 3 workers joined" in str(outcome[0])
+        assert clone.world_size == 3
+    finally:
+        clone.close()
+        worker.close()
