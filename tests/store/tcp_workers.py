@@ -46,3 +46,30 @@ def close_under_blocked_get(who: str, results) -> None:
     results.put((parked, blocked.is_alive(), type(raised[0]).__name__ if raised else None,
                  str(raised[0]) if raised else None))
     master.close()
+
+
+def churn_threads(port: int, threads: int, max_fds: int, results) -> None:
+    """Make one call on each of `threads` short-lived threads, one after the other, under
+    a limit of `max_fds` open descriptors; report the first error, or None."""
+    import resource
+    import threading
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max_fds, max_fds))
+    store = TCPStore("127.0.0.1", port, timeout=30)
+    store.set("k", "v")
+    errors = []
+
+    def one() -> None:
+        try:
+            store.get("k")
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            errors.append(f"{type(exc).__name__}: {exc}")
+
+    for _ in range(threads):
+        thread = threading.Thread(target=one)
+        thread.start()
+        thread.join(30)
+        if errors:
+            break
+    store.close()
+    results.put(errors[0] if errors else None)

@@ -4,7 +4,7 @@ import threading
 import pytest
 
 from store import StoreError, TCPStore
-from tests.leftovers import resources
+from tests.leftovers import open_fds, resources
 from tests.net import free_port
 from tests.store import tcp_workers
 from tests.store.processes import collect, ctx, spawned
@@ -89,3 +89,25 @@ def test_a_clone_is_not_another_worker_joining():
     finally:
         clone.close()
         worker.close()
+
+
+def test_the_connections_of_ended_threads_are_released(master):
+    client = TCPStore("127.0.0.1", master.port, timeout=10)
+    try:
+        client.set("k", "v")
+        before = open_fds()
+        for _ in range(40):
+            thread = threading.Thread(target=client.get, args=("k",))
+            thread.start()
+            thread.join(10)
+        # The last thread's connection waits for the next thread to connect.
+        assert open_fds() - before <= 8, open_fds() - before
+    finally:
+        client.close()
+
+
+def test_a_churning_thread_pool_does_not_run_out_of_descriptors(master):
+    # ~5 descriptors per connection: 200 kept connections would need 1000.
+    results = ctx.Queue()
+    with spawned(tcp_workers.churn_threads, [(master.port, 200, 256, results)]):
+        assert collect(results, 1, timeout=50) == [None]

@@ -11,9 +11,11 @@ A ZeroMQ socket must not be closed while another thread uses it (libzmq aborts
 the process), so each socket is closed by the thread that owns it when it is in a
 call: `close()` closes the idle ones and marks the channel closed, and a thread
 inside a call sees the mark within a receive slice, fails its call with
-ActorStoppedError and closes its own socket on the way out. The finalizer of a
-dropped channel closes them all (no thread can be inside a call then: a call
-holds the channel).
+ActorStoppedError and closes its own socket on the way out. A thread that ends
+leaves an idle socket behind; the next thread to connect closes those of threads
+no longer alive, so a churning thread pool holds no more sockets than it has
+threads. The finalizer of a dropped channel closes the rest (no thread can be
+inside a call then: a call holds the channel).
 """
 from __future__ import annotations
 
@@ -48,8 +50,8 @@ _SLICE_MS = 50
 class _Connection:
     """One thread's DEALER to the peer, its monitor, and whether the handshake is done."""
 
-    __slots__ = ("busy", "calling", "connected", "drops", "ever_connected", "monitor", "refused",
-                 "socket", "thread")
+    __slots__ = ("busy", "calling", "connected", "drops", "ever_connected", "monitor", "owner",
+                 "refused", "socket", "thread")
 
     def __init__(self, ctx: zmq.Context, address: str, heartbeat_ms: int, timeout_ms: int):
         self.socket, self.monitor = open_dealer(ctx, address, heartbeat_ms, timeout_ms)
@@ -62,6 +64,7 @@ class _Connection:
         # set and taken whole; None when no call waits, or when introspection is off.
         self.calling: Optional[Tuple[tuple, Optional[float]]] = None
         self.thread = threading.get_ident()  # the one thread that uses this connection
+        self.owner = threading.current_thread()
         self.busy = False  # its thread is inside a call: only that thread may close it
 
     def read_monitor(self) -> None:
@@ -248,6 +251,7 @@ class Channel:
             if self._closed:
                 raise ActorStoppedError(f"channel to {self.address} is closed")
             if conn is None:
+                self._close_dead_threads_connections()
                 conn = _Connection(process_context(), self.address, self._heartbeat_ms,
                                    self._heartbeat_timeout_ms)
                 self._connections.append(conn)
@@ -264,6 +268,14 @@ class Channel:
             if orphaned:
                 self._connections.remove(conn)
         if orphaned:
+            conn.close()
+
+    def _close_dead_threads_connections(self) -> None:
+        """Close the connections of threads that ended (call under `_lock`): nothing
+        uses them any more, so closing them from this thread is safe."""
+        dead = [conn for conn in self._connections if not conn.owner.is_alive()]
+        for conn in dead:
+            self._connections.remove(conn)
             conn.close()
 
     def _up(self, conn: _Connection, connect_timeout: float) -> None:
