@@ -39,12 +39,13 @@ log = get_logger(__name__)
 class _Waiter:
     """A parked request: it completes with `answer()` once none of `keys` is missing."""
 
-    __slots__ = ("operation", "keys", "answer", "future", "timer")
+    __slots__ = ("operation", "keys", "answer", "future", "timer", "parked_on")
 
     def __init__(self, operation: str, keys: List[str], answer: Callable[[], Any]):
         self.operation, self.keys, self.answer = operation, keys, answer
         self.future = Future()
         self.timer = None
+        self.parked_on = keys[0]  # the key under which it waits in its registry
 
 
 class StoreServer:
@@ -146,7 +147,7 @@ class StoreService:
         if not missing:
             return answer()
         waiter = _Waiter(operation, keys, answer)
-        self._waiting.setdefault(missing[0], []).append(waiter)
+        self._park(waiter, missing[0])
         if timeout is not None:
             waiter.timer = self._actor.call_later(timeout, self._expire, waiter, timeout)
         return waiter.future
@@ -225,7 +226,7 @@ class StoreService:
                     continue
                 missing = self._space.missing(waiter.keys)
                 if missing:
-                    self._waiting.setdefault(missing[0], []).append(waiter)
+                    self._park(waiter, missing[0])
                 else:
                     self._settle(waiter, waiter.answer())
         for watch in self._watchers.get(key, ()):
@@ -246,14 +247,25 @@ class StoreService:
             waiter.timer.cancel()
         waiter.future.set_result(value)
 
+    def _park(self, waiter: _Waiter, key: str) -> None:
+        waiter.parked_on = key
+        self._waiting.setdefault(key, []).append(waiter)
+
+    def _unpark(self, waiter: _Waiter) -> None:
+        """Take `waiter` out of its registry, and its key too once none waits there, so
+        that the registries hold only the keys waited on now."""
+        registry: Dict[str, Any] = \
+            self._poppers if waiter.operation == "queue_pop" else self._waiting
+        parked = registry.get(waiter.parked_on)
+        if parked is not None and waiter in parked:
+            parked.remove(waiter)
+            if not parked:
+                del registry[waiter.parked_on]
+
     def _expire(self, waiter: _Waiter, timeout: float) -> None:
         if waiter.future.done():
             return
-        registry = self._poppers if waiter.operation == "queue_pop" else self._waiting
-        for parked in registry.values():
-            if waiter in parked:
-                parked.remove(waiter)
-                break
+        self._unpark(waiter)
         missing = waiter.keys if waiter.operation == "queue_pop" else \
             self._space.missing(waiter.keys)
         waiter.future.set_exception(StoreTimeoutError(waiter.operation, missing, timeout))

@@ -3,7 +3,7 @@ import threading
 
 import pytest
 
-from store import StoreError, TCPStore
+from store import StoreError, StoreTimeoutError, TCPStore
 from tests.leftovers import open_fds, resources
 from tests.net import free_port
 from tests.store import tcp_workers
@@ -111,3 +111,14 @@ def test_a_churning_thread_pool_does_not_run_out_of_descriptors(master):
     results = ctx.Queue()
     with spawned(tcp_workers.churn_threads, [(master.port, 200, 256, results)]):
         assert collect(results, 1, timeout=50) == [None]
+
+
+def test_the_server_forgets_the_keys_of_timed_out_waits(master):
+    service = master._server.service
+    for i in range(200):
+        with pytest.raises(StoreTimeoutError):
+            master.wait([f"step/{i}"], timeout=0)
+        with pytest.raises(StoreTimeoutError):
+            master.queue_pop(f"jobs/{i}", True, 0)
+    # Expiry looks a waiter up by its key: nothing else grows with the keys ever waited on.
+    assert service._waiting == {} and service._poppers == {}
