@@ -155,11 +155,15 @@ class KeySpace:
 
     # -- queues -------------------------------------------------------------------
 
-    def queue_push(self, key: str, value: bytes) -> None:
+    def queue_push(self, key: str, value: bytes, front: bool = False) -> None:
+        """Append `value`; with `front`, put it back as the oldest item instead."""
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = deque()
-        queue.append(value)
+        if front:
+            queue.appendleft(value)
+        else:
+            queue.append(value)
         self.version += 1
         hook = self.on_queue_push
         if hook is not None:
@@ -175,6 +179,11 @@ class KeySpace:
             del self._queues[key]  # empty queues are not kept, so abandoned names cost nothing
         self.version += 1
         return value
+
+    def queue_peek(self, key: str) -> Optional[bytes]:
+        """The oldest item of the queue, left in it; None when it is empty."""
+        queue = self._queues.get(key)
+        return queue[0] if queue else None
 
     def queue_len(self, key: str) -> int:
         queue = self._queues.get(key)

@@ -29,7 +29,7 @@ from actors.runtime import Actor, ActorCore, Future, Kind, Message, ProtocolErro
 from actors.runtime.process.log import get_logger, say
 from actors.runtime.protocol.serialization import allow_pickle
 from store.base import check_amount, check_key, check_keys, check_values, to_bytes
-from store.errors import QueueEmptyError, StoreTimeoutError
+from store.errors import QueueEmptyError, StoreError, StoreTimeoutError
 from store.keyspace import KeySpace
 from store.quorum_rounds import QuorumRounds
 
@@ -39,10 +39,11 @@ log = get_logger(__name__)
 class _Waiter:
     """A parked request: it completes with `answer()` once none of `keys` is missing."""
 
-    __slots__ = ("operation", "keys", "answer", "future", "timer", "parked_on")
+    __slots__ = ("operation", "keys", "answer", "future", "timer", "parked_on", "msg")
 
-    def __init__(self, operation: str, keys: List[str], answer: Callable[[], Any]):
-        self.operation, self.keys, self.answer = operation, keys, answer
+    def __init__(self, operation: str, keys: List[str], answer: Callable[[], Any],
+                 msg: Optional[Message] = None):
+        self.operation, self.keys, self.answer, self.msg = operation, keys, answer, msg
         self.future = Future()
         self.timer = None
         self.parked_on = keys[0]  # the key under which it waits in its registry
@@ -100,8 +101,8 @@ class StoreService:
             Kind.STORE_MULTI_GET: self._multi_get,
             Kind.STORE_MULTI_SET: self._multi_set,
             Kind.STORE_APPEND: lambda p: self._space.append(_key(p), _value(p, "value")),
-            Kind.STORE_QUEUE_PUSH: lambda p: self._space.queue_push(_key(p), _value(p, "value")),
-            Kind.STORE_QUEUE_POP: self._queue_pop,
+            Kind.STORE_QUEUE_PUSH: lambda p: self._space.queue_push(
+                _key(p), _value(p, "value"), _field(p, "front", False) is True),
             Kind.STORE_QUEUE_LEN: lambda p: self._space.queue_len(_key(p)),
         }
         for kind, handler in handlers.items():
@@ -109,6 +110,7 @@ class StoreService:
         self._actor.register(Kind.STORE_WATCH_KEY, self._watch_key, inline=True)
         self._actor.register(Kind.STORE_SET_EPHEMERAL, self._set_ephemeral, inline=True)
         self._actor.register(Kind.STORE_QUORUM, self._quorum, inline=True)
+        self._actor.register(Kind.STORE_QUEUE_POP, self._queue_pop, inline=True)
         self._actor.on_sender_lost(self._on_sender_lost)
 
     # ---- operations ---------------------------------------------------------------
@@ -152,19 +154,32 @@ class StoreService:
             waiter.timer = self._actor.call_later(timeout, self._expire, waiter, timeout)
         return waiter.future
 
-    def _queue_pop(self, payload: Any) -> Any:
-        key = _key(payload)
+    def _queue_pop(self, msg: Message) -> Any:
+        payload, key = msg.payload, _key(msg.payload)
+        if _field(payload, "withdraw", False) is True:
+            self._drop_poppers(lambda waiter: waiter.msg.sender == msg.sender
+                               and waiter.parked_on == key, "withdrawn by its client")
+            return None
         value = self._space.queue_pop(key)
         if value is not None:
             return value
         if not _field(payload, "block", True):
             raise QueueEmptyError(f"queue {key!r} is empty")
         timeout = _timeout(payload)
-        waiter = _Waiter("queue_pop", [key], lambda: None)
+        waiter = _Waiter("queue_pop", [key], lambda: None, msg)
         self._poppers.setdefault(key, collections.deque()).append(waiter)
         if timeout is not None:
             waiter.timer = self._actor.call_later(timeout, self._expire, waiter, timeout)
+        # Its timeout comes through this future; an item does not (see _on_queue_push).
         return waiter.future
+
+    def _drop_poppers(self, which: Callable[[_Waiter], bool], why: str) -> None:
+        """Stop the parked pops `which` selects: no item goes to them any more."""
+        for waiter in [w for parked in self._poppers.values() for w in parked if which(w)]:
+            self._unpark(waiter)
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            waiter.future.set_exception(StoreError(f"queue_pop of {waiter.parked_on!r} {why}"))
 
     def _watch_key(self, msg: Message) -> None:
         self._watchers.setdefault(_key(msg.payload), []).append(msg)
@@ -208,6 +223,7 @@ class StoreService:
             else:
                 del self._watchers[key]
         self.quorums.sender_lost(identity)
+        self._drop_poppers(lambda waiter: waiter.msg.sender == identity, "lost its client")
         keys = self._ephemeral_keys.pop(identity, None)
         if not keys:
             return
@@ -233,12 +249,16 @@ class StoreService:
             self._actor.push(watch, Kind.STORE_WATCH_EVENT, {"key": key, "old": old, "new": new})
 
     def _on_queue_push(self, key: str) -> None:
+        """Hand the oldest item to the oldest parked pop. It is answered directly, not
+        through its future, to learn whether the reply left: an item leaves the queue
+        only then, and one whose popper's connection is gone goes to the next."""
         poppers = self._poppers.get(key)
-        while poppers:
+        while poppers and self._space.queue_len(key):
             waiter = poppers.popleft()
-            if not waiter.future.done():
-                self._settle(waiter, self._space.queue_pop(key))
-                break
+            if waiter.timer is not None:
+                waiter.timer.cancel()
+            if self._actor.reply(waiter.msg, self._space.queue_peek(key)):
+                self._space.queue_pop(key)
         if poppers is not None and not poppers:
             del self._poppers[key]
 
@@ -251,21 +271,22 @@ class StoreService:
         waiter.parked_on = key
         self._waiting.setdefault(key, []).append(waiter)
 
-    def _unpark(self, waiter: _Waiter) -> None:
+    def _unpark(self, waiter: _Waiter) -> bool:
         """Take `waiter` out of its registry, and its key too once none waits there, so
-        that the registries hold only the keys waited on now."""
+        that the registries hold only the keys waited on now; whether it was parked."""
         registry: Dict[str, Any] = \
             self._poppers if waiter.operation == "queue_pop" else self._waiting
         parked = registry.get(waiter.parked_on)
-        if parked is not None and waiter in parked:
-            parked.remove(waiter)
-            if not parked:
-                del registry[waiter.parked_on]
+        if parked is None or waiter not in parked:
+            return False
+        parked.remove(waiter)
+        if not parked:
+            del registry[waiter.parked_on]
+        return True
 
     def _expire(self, waiter: _Waiter, timeout: float) -> None:
-        if waiter.future.done():
+        if waiter.future.done() or not self._unpark(waiter):
             return
-        self._unpark(waiter)
         missing = waiter.keys if waiter.operation == "queue_pop" else \
             self._space.missing(waiter.keys)
         waiter.future.set_exception(StoreTimeoutError(waiter.operation, missing, timeout))

@@ -146,13 +146,15 @@ class TCPStore(Store):
                 detail=f"{joined} of {world_size} workers joined") from None
 
     def _call(self, kind: Kind, payload: dict, blocking_timeout: Optional[float] = None,
-              waiting: Optional[Callable[[], Any]] = None) -> Any:
+              waiting: Optional[Callable[[], Any]] = None,
+              stray: Optional[Callable[[int, Any], Any]] = None) -> Any:
         """One request/reply; blocking operations get the grace beyond their server deadline.
-        `waiting()` runs now and then while the reply is awaited."""
+        `waiting()` runs now and then while the reply is awaited; `stray` is given the
+        replies to this thread's abandoned calls (`Channel.call`)."""
         wait = self.timeout_seconds if blocking_timeout is None else blocking_timeout + _REPLY_GRACE
         try:
             return self._in_server_codec(lambda json: self._channel.call(
-                kind, payload, wait, json=json, waiting=waiting))
+                kind, payload, wait, json=json, waiting=waiting, stray=stray))
         except ActorStoppedError:
             raise self._closed_error() from None
         except PeerLostError as exc:
@@ -250,12 +252,36 @@ class TCPStore(Store):
         self._call(Kind.STORE_QUEUE_PUSH, {"key": check_key(key), "value": to_bytes(value)})
 
     def queue_pop(self, key: str, block: bool = True, timeout: Optional[Timeout] = None) -> bytes:
+        """Pop the oldest item; a pop interrupted by an exception of the caller's own
+        (KeyboardInterrupt, a signal handler's) takes no item (see `_withdraw_pop`)."""
         key, seconds = check_key(key), self._timeout_or_default(timeout)
-        if not block:
-            return self._call(Kind.STORE_QUEUE_POP,
-                              {"key": key, "block": False, "timeout": seconds}, seconds)
-        return self._blocking(Kind.STORE_QUEUE_POP, {"key": key, "block": True}, "queue_pop",
-                              [key], seconds)
+        try:
+            if not block:
+                return self._call(Kind.STORE_QUEUE_POP,
+                                  {"key": key, "block": False, "timeout": seconds}, seconds)
+            return self._blocking(Kind.STORE_QUEUE_POP, {"key": key, "block": True},
+                                  "queue_pop", [key], seconds)
+        except StoreError:
+            raise  # the server's answer, or the connection is gone and the server drops the pop
+        except BaseException:
+            self._withdraw_pop(key)
+            raise
+
+    def _withdraw_pop(self, key: str) -> None:
+        """Withdraw this thread's abandoned pop of `key` from the server, and put back at
+        the front of the queue an item the server handed it meanwhile: one connection
+        keeps its order, so such an item arrives before the withdrawal's answer."""
+        handed: List[bytes] = []
+
+        def stray(kind: int, item: Any) -> None:
+            if kind == Kind.STORE_QUEUE_POP:
+                handed.append(item)
+        try:
+            self._call(Kind.STORE_QUEUE_POP, {"key": key, "withdraw": True}, stray=stray)
+            for item in reversed(handed):
+                self._call(Kind.STORE_QUEUE_PUSH, {"key": key, "value": item, "front": True})
+        except StoreError as exc:
+            log.warning("queue_pop_withdraw_failed", key=key, error=str(exc))
 
     def queue_len(self, key: str) -> int:
         return self._call(Kind.STORE_QUEUE_LEN, {"key": check_key(key)})

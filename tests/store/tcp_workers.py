@@ -73,3 +73,32 @@ def churn_threads(port: int, threads: int, max_fds: int, results) -> None:
             break
     store.close()
     results.put(errors[0] if errors else None)
+
+
+class Interrupted(Exception):
+    """What the popper's SIGUSR1 handler raises, as Ctrl-C raises KeyboardInterrupt."""
+
+
+def pop_interrupted(port: int, events, go) -> None:
+    """Block in queue_pop until SIGUSR1 interrupts it, then pop again once told to."""
+    import signal
+
+    def interrupt(*_) -> None:
+        raise Interrupted()
+
+    signal.signal(signal.SIGUSR1, interrupt)
+    store = TCPStore("127.0.0.1", port, timeout=30)
+    events.put("popping")
+    try:
+        store.queue_pop("jobs")
+    except Interrupted:
+        events.put("interrupted")
+    go.get(timeout=30)
+    events.put(store.queue_pop("jobs", True, 10))
+    store.close()
+
+
+def pop_until_killed(port: int, events) -> None:
+    store = TCPStore("127.0.0.1", port, timeout=60)
+    events.put("popping")
+    store.queue_pop("jobs")

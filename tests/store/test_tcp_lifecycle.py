@@ -1,4 +1,6 @@
 """TCPStore after close: blocked calls and later ones fail with StoreError, nothing aborts."""
+import os
+import signal
 import threading
 
 import pytest
@@ -122,3 +124,31 @@ def test_the_server_forgets_the_keys_of_timed_out_waits(master):
             master.queue_pop(f"jobs/{i}", True, 0)
     # Expiry looks a waiter up by its key: nothing else grows with the keys ever waited on.
     assert service._waiting == {} and service._poppers == {}
+
+
+def test_an_item_pushed_after_its_popper_was_killed_stays_in_the_queue(master):
+    service = master._server.service
+    events = ctx.Queue()
+    with spawned(tcp_workers.pop_until_killed, [(master.port, events)]) as procs:
+        assert collect(events, 1) == ["popping"]
+        assert wait_until(lambda: "jobs" in service._poppers)
+        procs[0].kill()
+        assert wait_until(lambda: "jobs" not in service._poppers)  # its connection closed
+    master.queue_push("jobs", b"job-1")
+    assert master.queue_len("jobs") == 1
+    assert master.queue_pop("jobs", False) == b"job-1"
+
+
+def test_an_interrupted_pop_takes_no_later_item(master):
+    service = master._server.service
+    events, go = ctx.Queue(), ctx.Queue()
+    with spawned(tcp_workers.pop_interrupted, [(master.port, events, go)]) as procs:
+        assert collect(events, 1) == ["popping"]
+        assert wait_until(lambda: "jobs" in service._poppers)
+        os.kill(procs[0].pid, signal.SIGUSR1)
+        assert collect(events, 1) == ["interrupted"]
+        assert "jobs" not in service._poppers  # withdrawn before the exception went on
+        master.queue_push("jobs", b"job-1")
+        assert master.queue_len("jobs") == 1
+        go.put("pop")
+        assert collect(events, 1) == [b"job-1"]

@@ -60,16 +60,17 @@ class Serving:
         off)."""
         return list(self._unanswered)
 
-    def reply(self, msg: Message, payload: Any) -> None:
-        """Answer request `msg` with `payload`, in the codec it came in; any thread."""
+    def reply(self, msg: Message, payload: Any) -> bool:
+        """Answer request `msg` with `payload`, in the codec it came in; any thread.
+        Whether the reply left: False when its sender's connection is gone."""
         if msg.oneway or msg.sender is None:
-            return
+            return False
         flags = RESPONSE | (msg.flags & (JSON | SAME_HOST))
         try:
             frames = envelope.encode(msg.kind, msg.req_id, payload, flags)
         except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
             frames = envelope.encode_error(msg.kind, msg.req_id, exc, msg.json)
-        self._send_reply(msg, frames)
+        return self._send_reply(msg, frames)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
         """Answer request `msg` with an error reply describing `exc`; any thread."""
@@ -184,16 +185,18 @@ class Serving:
         else:
             self.reply(msg, result)
 
-    def _send_reply(self, msg: Message, frames: list) -> None:
+    def _send_reply(self, msg: Message, frames: list) -> bool:
         if RECORDING:
             self._unanswered.discard(msg)
             record((monotonic_ns(), SERVED, msg.sender, msg.kind, msg.req_id,
                     message_bytes(frames), msg.size, None, msg.received))
-        self._send_to_sender(msg.sender, frames)
+        return self._send_to_sender(msg.sender, frames)
 
-    def _send_to_sender(self, identity: bytes, frames: list) -> None:
+    def _send_to_sender(self, identity: bytes, frames: list) -> bool:
         if self._router is None or not self._router.send(identity, frames):
             envelope.discard(frames)
+            return False
+        return True
 
     def _reply_with(self, msg: Message, done: Future) -> None:
         exc = done.exception()

@@ -114,13 +114,16 @@ class Channel:
 
     def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None, *,
              json: bool = False, same_host: bool = False,
-             waiting: Optional[Callable[[], Any]] = None, what: Any = None) -> Any:
+             waiting: Optional[Callable[[], Any]] = None, what: Any = None,
+             stray: Optional[Callable[[int, Any], Any]] = None) -> Any:
         """Send a request and return the reply's payload, or raise the error it carries.
 
         `json` sends it in the JSON codec (the reply comes back in it too); `same_host`
         lets large buffers go through shared memory both ways. `waiting()`
         is called every receive slice while no reply has come (to report a long wait).
-        `what` names what the request calls in the flight recorder.
+        `what` names what the request calls in the flight recorder. `stray(kind, result)`
+        is given each successful reply to an earlier call of this thread that was
+        abandoned (interrupted, or timed out), which is otherwise dropped.
 
         ActorStoppedError: the channel is closed, or was closed during the call;
         PeerLostError: the connection is down or dropped during the call;
@@ -133,11 +136,13 @@ class Channel:
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
         with self._using(self.connect_timeout, frames) as conn:
-            return self._exchange(conn, frames, kind, req_id, timeout, deadline, waiting, what)
+            return self._exchange(conn, frames, kind, req_id, timeout, deadline, waiting, what,
+                                  stray)
 
     def _exchange(self, conn: _Connection, frames: list, kind: int, req_id: int,
                   timeout: Optional[float], deadline: Optional[float],
-                  waiting: Optional[Callable[[], Any]], what: Any) -> Any:
+                  waiting: Optional[Callable[[], Any]], what: Any,
+                  stray: Optional[Callable[[int, Any], Any]]) -> Any:
         drops = conn.drops
         if RECORDING:  # taken before it leaves: see ActorCore.request
             conn.calling = ((monotonic_ns(), SENT, self.address, kind, req_id,
@@ -178,7 +183,11 @@ class Channel:
                     if RECORDING:  # the late answer to an earlier call that timed out
                         record((monotonic_ns(), ANSWERED, self.address, header.kind,
                                 header.req_id, 0, envelope.message_bytes(reply), None, None))
-                    envelope.discard(reply)
+                    if stray is not None and header.flags & RESPONSE \
+                            and not header.flags & ERROR:
+                        stray(header.kind, envelope.read_payload(header, reply))
+                    else:
+                        envelope.discard(reply)
                     continue
                 calling, conn.calling = conn.calling, None
                 if calling is not None:
