@@ -19,14 +19,13 @@ inside a call then: a call holds the channel).
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import threading
 import time
 from time import monotonic_ns
 import weakref
-from typing import Any, Callable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 import zmq
 
@@ -109,8 +108,7 @@ class Channel:
 
     def connect(self, timeout: Optional[float] = None) -> None:
         """Establish this thread's connection now; PeerLostError if it cannot within `timeout`."""
-        with self._using(self.connect_timeout if timeout is None else timeout):
-            pass
+        self._release(self._using(self.connect_timeout if timeout is None else timeout))
 
     def call(self, kind: int, payload: Any = None, timeout: Optional[float] = None, *,
              json: bool = False, same_host: bool = False,
@@ -135,9 +133,12 @@ class Channel:
         deadline = None if timeout is None else time.monotonic() + timeout
         req_id = next(self._req_ids)
         frames = envelope.encode(kind, req_id, payload, request_flags(json, same_host))
-        with self._using(self.connect_timeout, frames) as conn:
+        conn = self._using(self.connect_timeout, frames)
+        try:
             return self._exchange(conn, frames, kind, req_id, timeout, deadline, waiting, what,
                                   stray)
+        finally:
+            self._release(conn)
 
     def _exchange(self, conn: _Connection, frames: list, kind: int, req_id: int,
                   timeout: Optional[float], deadline: Optional[float],
@@ -233,11 +234,11 @@ class Channel:
             self._closed = True
         self._finalizer()
 
-    @contextlib.contextmanager
-    def _using(self, connect_timeout: float, unsent: Optional[list] = None
-               ) -> Iterator[_Connection]:
-        """This thread's connection, up and marked busy while the block runs; `unsent`,
-        the frames of a request, are discarded if there is no connection to send them on."""
+    def _using(self, connect_timeout: float, unsent: Optional[list] = None) -> _Connection:
+        """This thread's connection, up and marked busy until `_release`; `unsent`, the
+        frames of a request, are discarded if there is no connection to send them on.
+
+        A pair of calls, not a context manager: it wraps every call on the hot path."""
         conn = None
         try:
             conn = self._claim()
@@ -248,10 +249,7 @@ class Channel:
             if conn is not None:
                 self._release(conn)
             raise
-        try:
-            yield conn
-        finally:
-            self._release(conn)
+        return conn
 
     def _claim(self) -> _Connection:
         """This thread's connection, marked busy; made here on this thread's first call."""
