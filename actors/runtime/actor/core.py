@@ -15,7 +15,6 @@ from ..introspection import status
 from ..introspection.recorder import FOLD_INTERVAL, RECEIVED, RECORDING, TRAFFIC
 from ..introspection.server import IntrospectionServer
 from ..io.attachments import Attachment, MessageHandler, check_type, open_socket
-from ..io.context import process_context
 from ..io.mailbox import Mailbox
 from ..io.timers import TimerHandle
 from ..io.peers import Liveness, PeerTable
@@ -122,10 +121,14 @@ class ActorCore(Calling, Serving):
         """Tear down and join every thread (each join bounded by `timeout`).
 
         With `deliver`, first `deliver_sent`, bounded by `timeout` too; an owner that
-        confirmed its messages its own way (a leave protocol) passes False.
+        confirmed its messages its own way (a leave protocol) passes False. Attached
+        sockets deliver what was sent either way (no leave protocol covers them).
         """
         if deliver:
             self.deliver_sent(timeout, "stop")
+        if self._can_wait():
+            at_exit.confirm_deliveries(list(self._attachments),
+                                       self._delivery_deadline(timeout), "stop")
         self.close_soon()
         self._mailbox.stop(timeout)
         self._pool.stop(timeout)
@@ -135,16 +138,25 @@ class ActorCore(Calling, Serving):
         every peer has confirmed the messages sent to it; log at warning what stays
         unconfirmed (`messages_maybe_undelivered_at_{moment}`). On the I/O thread, or
         once stopped, it does nothing."""
-        if self._started and not self._stopped and not self.in_io_thread():
-            bound = at_exit.EXIT_FLUSH_TIMEOUT if timeout is None else min(
-                timeout, at_exit.EXIT_FLUSH_TIMEOUT)
-            at_exit.confirm_deliveries([self], time.monotonic() + bound, moment)
+        if self._can_wait():
+            at_exit.confirm_deliveries([self], self._delivery_deadline(timeout), moment)
+
+    def _can_wait(self) -> bool:
+        """Whether this thread can wait for deliveries: the actor runs, and this is not
+        its I/O thread, which delivers."""
+        return self._started and not self._stopped and not self.in_io_thread()
+
+    @staticmethod
+    def _delivery_deadline(timeout: Optional[float]) -> float:
+        bound = at_exit.EXIT_FLUSH_TIMEOUT if timeout is None else min(
+            timeout, at_exit.EXIT_FLUSH_TIMEOUT)
+        return time.monotonic() + bound
 
     def _teardown(self) -> None:
         """The mailbox's sockets are closed: close the router, fail what is pending."""
         self._stopped = True
         for attachment in self._attachments:
-            attachment._detach_now()
+            attachment.detach_without_delivery()
         if self._router is not None:
             status.forget_mailbox(self._router.address)
             self._router.close()
@@ -174,15 +186,15 @@ class ActorCore(Calling, Serving):
         if isinstance(socket_or_endpoint, zmq.Socket):
             if socket_type is not None:
                 raise TypeError("socket_type goes with an endpoint, not with a socket")
-            sock, owned = socket_or_endpoint, False
+            sock, owned, monitor = socket_or_endpoint, False, None
             check_type(sock.type, on_message)
         elif isinstance(socket_or_endpoint, str) and socket_type is not None:
             check_type(socket_type, on_message)
-            sock, owned = open_socket(process_context(), socket_or_endpoint, socket_type, bind,
-                                      subscribe, secure), True
+            sock, monitor = open_socket(socket_or_endpoint, socket_type, bind, subscribe, secure)
+            owned = True
         else:
             raise TypeError("attach takes a zmq.Socket, or an endpoint with socket_type")
-        attachment = Attachment(self, sock, on_message, owned, max_pending, owned and bind)
+        attachment = Attachment(self, sock, on_message, owned, max_pending, monitor)
         self._attachments.append(attachment)
         if self._started:
             self._mailbox.call_soon(attachment.start)

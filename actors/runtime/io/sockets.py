@@ -66,8 +66,9 @@ def open_monitor(sock: zmq.Socket, events: int) -> zmq.Socket:
     return sock.get_monitor_socket(events, f"inproc://actorgrad-monitor-{next(_monitor_ids)}")
 
 
-def close_monitored(sock: zmq.Socket, monitor: zmq.Socket) -> None:
-    """Close `sock` and its monitor, in the only safe order.
+def close_monitored(sock: zmq.Socket, monitor: zmq.Socket, linger_ms: int = 0) -> None:
+    """Close `sock` and its monitor, in the only safe order; `sock`'s queued messages
+    may still leave for `linger_ms`.
 
     libzmq's I/O thread sends monitor events with a blocking send: once the monitor's
     PAIR is closed, the next event of a still-monitored socket blocks that thread,
@@ -76,7 +77,7 @@ def close_monitored(sock: zmq.Socket, monitor: zmq.Socket) -> None:
     """
     sock.disable_monitor()
     monitor.close(0)
-    sock.close(0)
+    sock.close(linger_ms)
 
 
 def close_releasing(sock: zmq.Socket, bound: Optional[str], timeout: float = 2.0) -> None:
@@ -230,10 +231,17 @@ def recv_frames(sock: zmq.Socket, flags: int = 0) -> List[zmq.Frame]:
 
 
 def recv_monitor_event(monitor: zmq.Socket) -> Tuple[int, int]:
-    """The next event of a socket monitor, as ``(event, value)``.
+    """The next event of a socket monitor, as ``(event, value)``."""
+    return recv_monitor_message(monitor)[:2]
+
+
+def recv_monitor_message(monitor: zmq.Socket) -> Tuple[int, int, str]:
+    """The next event of a socket monitor, as ``(event, value, endpoint)``.
 
     libzmq's format: a first frame of a 16-bit event id and a 32-bit value, then the
     endpoint. Decoded here rather than by ``zmq.utils.monitor``, whose import pulls
     in asyncio for every process.
     """
-    return struct.unpack("=hi", monitor.recv_multipart()[0][:6])
+    frames = monitor.recv_multipart()
+    event, value = struct.unpack("=hi", frames[0][:6])
+    return event, value, frames[1].decode(errors="replace") if len(frames) > 1 else ""
