@@ -97,8 +97,10 @@ class StateHolder:
             if not dead:
                 break
             remove_nodes(self.state, self._settings, dead)
-            log.warning("rendezvous_nodes_removed", run_id=self._settings.run_id,
-                        nodes=[str(n) for n in dead], **self.state.summary())
+            # Once the job ended (closed), nodes that go quiet are leaving, not lost.
+            (log.info if self.state.closed else log.warning)(
+                "rendezvous_nodes_removed", run_id=self._settings.run_id,
+                nodes=[str(n) for n in dead], **self.state.summary())
             self._dirty = True
             self._exchange()
         return has_set
