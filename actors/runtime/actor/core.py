@@ -194,7 +194,8 @@ class ActorCore(Calling, Serving):
             owned = True
         else:
             raise TypeError("attach takes a zmq.Socket, or an endpoint with socket_type")
-        attachment = Attachment(self, sock, on_message, owned, max_pending, monitor)
+        attachment = Attachment(self, sock, on_message, owned, max_pending, monitor,
+                                bound=owned and bind)
         self._attachments.append(attachment)
         if self._started:
             self._mailbox.call_soon(attachment.start)

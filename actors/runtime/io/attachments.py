@@ -18,13 +18,13 @@ never tried again.
 Detaching, or stopping the actor, delivers first: the socket stops taking messages
 and sends, the queued sends go out to ZeroMQ (`confirm_delivery`, at most `timeout`
 seconds, and at a normal exit `at_exit.EXIT_FLUSH_TIMEOUT`; what did not is logged
-at warning, with counts), and a socket the actor made closes with a LINGER of
+at warning, with counts). A socket the actor connected then closes with a LINGER of
 CLOSE_LINGER_MS, during which ZeroMQ goes on sending what it holds while the process
-lives. ZeroMQ cannot tell when that is done without terminating the context every
-socket of the process shares: at an exit right after, what it still holds may be
-lost. It then waits (bounded) for the handlers the socket started, but not for
-the handler that detaches it; a socket the caller made is handed back open, its
-LINGER its own.
+lives; one it bound closes at once, its address free again when detach returns.
+ZeroMQ cannot tell when that is done without terminating the context every socket of
+the process shares: at an exit right after, what it still holds may be lost. It then
+waits (bounded) for the handlers the socket started, but not for the handler that
+detaches it; a socket the caller made is handed back open, its LINGER its own.
 
 A socket the actor made is monitored: a peer that refuses the handshake (one side
 uses CURVE and the other does not, or a key is not authorised) is logged at warning,
@@ -45,7 +45,8 @@ from ..process import at_exit
 from ..process.log import get_logger
 from .context import process_context
 from .sockets import (HANDSHAKE_FAILED, NOBLOCK, POLLIN, RECV_BATCH, REFUSED, close_monitored,
-                      open_monitor, recv_frames, recv_monitor_message, send_frames)
+                      close_releasing, open_monitor, recv_frames, recv_monitor_message,
+                      send_frames)
 
 log = get_logger(__name__)
 
@@ -94,18 +95,20 @@ class Attachment:
     """One socket in an actor's loop (made by `ActorCore.attach`; see the module doc).
 
     `endpoint` is the address the socket last bound or connected (with the port
-    picked for ``tcp://HOST:0``). A socket the actor made (`owned`) has its port
-    free again when its detach returns; `monitor` is its monitor of handshake
-    failures, and its context is its own unless it is the process's.
+    picked for ``tcp://HOST:0``). A socket the actor made (`owned`) and `bound` has
+    its port free again when its detach returns; `monitor` is its monitor of
+    handshake failures.
     """
 
     def __init__(self, core: Any, sock: zmq.Socket, on_message: Optional[MessageHandler],
-                 owned: bool, max_pending: int, monitor: Optional[zmq.Socket] = None):
+                 owned: bool, max_pending: int, monitor: Optional[zmq.Socket] = None,
+                 bound: bool = False):
         self.socket_type = sock.type
         self.kind = RECEIVING.get(sock.type) or SEND_ONLY[sock.type]
         self.name = core.name  # the actor's, as delivery warnings name it
         self._core, self._sock, self._on_message = core, sock, on_message
         self._owned, self._max_pending, self._monitor = owned, max_pending, monitor
+        self._bound = bound
         self._lock = threading.Condition(threading.Lock())
         self._running = 0  # handlers submitted and not finished
         self._in_handler = threading.local()  # set on a pool thread while it runs a handler
@@ -174,6 +177,8 @@ class Attachment:
         stop and exit); not on the I/O thread. Returns the endpoint with the number of
         queued sends not handed to ZeroMQ by `deadline` (monotonic), dropped, and a
         failed future; nothing when every one was."""
+        if self._detached:
+            return {}  # detached before: it has nothing left to deliver
         flushed, closed = Future(), Future()
         try:
             self._core.call_soon(self._finish, flushed)
@@ -251,6 +256,9 @@ class Attachment:
 
     def _flush(self) -> None:
         if self._detached:
+            if self._flushed is not None:  # nothing will be sent any more
+                flushed, self._flushed = self._flushed, None
+                flushed.set_result(None)
             return
         sent = False
         while self._outbox:
@@ -296,17 +304,26 @@ class Attachment:
             elif dropped:
                 log.warning("attachment_sends_dropped", kind=self.kind, messages=dropped)
             if self._owned:
-                # A delivering close leaves ZeroMQ to go on sending what it holds, in
-                # the background while the process lives; the teardown drops it.
-                linger_ms = 0 if deadline is None else CLOSE_LINGER_MS
-                if self._monitor is not None:
-                    self._core.watch_socket(self._monitor, 0, self._on_monitor_ready)
-                    close_monitored(self._sock, self._monitor, linger_ms)
-                else:
-                    self._sock.close(linger_ms)
+                self._close_own(deadline is not None)
             log.info("socket_detached", kind=self.kind, closed=self._owned)
         if done is not None:
             done.set_result(None)
+
+    def _close_own(self, delivering: bool) -> None:
+        """Close a socket the actor made. A bound one frees its address before detach
+        returns, as a store hosted anew on its port needs; a connected one, when
+        `delivering`, leaves ZeroMQ to go on sending what it holds, in the background
+        while the process lives."""
+        if self._monitor is not None:
+            self._core.watch_socket(self._monitor, 0, self._on_monitor_ready)
+        if self._bound:
+            close_releasing(self._sock, self.endpoint)
+            if self._monitor is not None:
+                self._monitor.close(0)
+        elif self._monitor is not None:
+            close_monitored(self._sock, self._monitor, CLOSE_LINGER_MS if delivering else 0)
+        else:
+            self._sock.close(CLOSE_LINGER_MS if delivering else 0)
 
     # ---- worker pool --------------------------------------------------------------
 
