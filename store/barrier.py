@@ -52,12 +52,13 @@ def _arrived(store: Store, name: str) -> int:
 
 def wait_open(store: Store, name: str, timeout: Optional[float], count: Optional[int] = None,
               label: Optional[str] = None, members: str = "",
-              lost: Optional[Callable[[], Set[int]]] = None) -> None:
+              lost: Optional[Callable[[], Set[int]]] = None) -> Set[int]:
     """Wait until barrier `name` is open (None or 0: no limit); StoreTimeoutError otherwise.
 
     With `lost` (members that will never arrive, asked every LOST_CHECK_EVERY seconds),
     the barrier also opens once every member but those has arrived; members then
     arrive naming themselves, so that one lost after it arrived is not counted twice.
+    Returns the members it opened without (empty without `lost`).
     A long wait reports how many have arrived (`arrived_text`; `label` defaults to
     ``store barrier '<name>'``).
     """
@@ -76,15 +77,18 @@ def wait_open(store: Store, name: str, timeout: Optional[float], count: Optional
 
     if lost is None or count is None:
         wait_keys(store, [f"{name}/open"], timeout if timeout else _FOREVER, what)
-    else:
-        wait_keys(store, [f"{name}/open"], timeout if timeout else _FOREVER, what,
-                  enough, LOST_CHECK_EVERY)
+        return set()
+    wait_keys(store, [f"{name}/open"], timeout if timeout else _FOREVER, what,
+              enough, LOST_CHECK_EVERY)
+    if len(_members(store, name)) >= count:
+        return set()
+    return lost() - _members(store, name)
 
 
 def barrier(store: Store, name: str, count: int, timeout: Optional[float],
             label: Optional[str] = None, members: str = "", member: Optional[int] = None,
-            lost: Optional[Callable[[], Set[int]]] = None) -> None:
+            lost: Optional[Callable[[], Set[int]]] = None) -> Set[int]:
     """Return once `count` callers have reached barrier `name` (see `wait_open` for
-    `member` and `lost`)."""
+    `member` and `lost`, and what it returns)."""
     arrive(store, name, count, member)
-    wait_open(store, name, timeout, count, label, members, lost)
+    return wait_open(store, name, timeout, count, label, members, lost)

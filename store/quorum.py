@@ -19,11 +19,17 @@ A member that arrives at a round already released gets that round's result, whic
 does not name it: it was too late for that round.
 
 `QuorumRound` holds no lock, does no I/O and reads no clock: the TCPStore server
-applies it on its mailbox thread, and unit tests drive it directly.
+applies it on its mailbox thread, and unit tests drive it directly. A client that
+waits at a round arrives again when whom it expects changes (`arrive_again_if_changed`).
 """
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, List, Optional, Sequence, Set
+from typing import Callable, Dict, FrozenSet, List, Optional, Sequence, Set
+
+from actors.runtime.process.log import get_logger
+from store.base import check_keys
+
+log = get_logger(__name__)
 
 
 def quorum_wait_text(name: str, member: str, count: Optional[int],
@@ -111,3 +117,24 @@ class QuorumRound:
     def result(self) -> Dict[str, bytes]:
         """The released round: every member that arrived, by name, with its data."""
         return dict(sorted(self.arrivals.items()))
+
+
+class ArriveAgain(Exception):
+    """A quorum member's expectations changed while it waited: it arrives again."""
+
+    def __init__(self, expect: List[str]):
+        super().__init__(expect)
+        self.expect = expect
+
+
+def arrive_again_if_changed(payload: dict, expect_now: Callable[[], Sequence[str]]) -> None:
+    """Raise ArriveAgain when `expect_now()` names other members than the arrival in
+    `payload`; if it raises, the arrival stands (a WARNING says why)."""
+    try:
+        now = check_keys(expect_now(), "expect")
+    except Exception as error:  # noqa: BLE001 - the arrival stands as it is
+        log.warning("quorum_expect_now_failed", quorum=payload["key"],
+                    error=f"{type(error).__name__}: {error}")
+        return
+    if set(now) != set(payload["expect"]):
+        raise ArriveAgain(now)

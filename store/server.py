@@ -160,9 +160,13 @@ class StoreService:
             self._drop_poppers(lambda waiter: waiter.msg.sender == msg.sender
                                and waiter.parked_on == key, "withdrawn by its client")
             return None
-        value = self._space.queue_pop(key)
+        value = self._space.queue_peek(key)
         if value is not None:
-            return value
+            # Answered here, to learn whether the reply left: the item leaves the queue
+            # only then (as in _on_queue_push). The future returned never completes.
+            if self._actor.reply(msg, value):
+                self._space.queue_pop(key)
+            return Future()
         if not _field(payload, "block", True):
             raise QueueEmptyError(f"queue {key!r} is empty")
         timeout = _timeout(payload)

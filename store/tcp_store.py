@@ -36,7 +36,7 @@ from store.base import (Store, Timeout, Value, WatchCallback, check_amount, chec
                         check_keys, check_values, to_bytes)
 from store.errors import StoreConnectionError, StoreError, StoreTimeoutError
 from store.keyspace import INTERNAL_PREFIX
-from store.quorum import quorum_wait_text
+from store.quorum import ArriveAgain, arrive_again_if_changed, quorum_wait_text
 from store.server import StoreServer
 from store.tcp_servers import resolve, servers
 from store.waiting import Attempt, block, wait_keys
@@ -48,27 +48,6 @@ _JOINED_KEY = INTERNAL_PREFIX + "tcpstore/joined"
 _READY_KEY = INTERNAL_PREFIX + "tcpstore/ready"
 # How much longer than the server's deadline a client waits for the timeout answer.
 _REPLY_GRACE = 5.0
-
-
-class _ArriveAgain(Exception):
-    """A quorum member's expectations changed while it waited: it arrives again."""
-
-    def __init__(self, expect: List[str]):
-        super().__init__(expect)
-        self.expect = expect
-
-
-def _arrive_again_if_changed(payload: dict, expect_now: Callable[[], Sequence[str]]) -> None:
-    """Raise _ArriveAgain when `expect_now()` names other members than the arrival in
-    `payload`; if it raises, the arrival stands (a WARNING says why)."""
-    try:
-        now = check_keys(expect_now(), "expect")
-    except Exception as error:  # noqa: BLE001 - the arrival stands as it is
-        log.warning("quorum_expect_now_failed", quorum=payload["key"],
-                    error=f"{type(error).__name__}: {error}")
-        return
-    if set(now) != set(payload["expect"]):
-        raise _ArriveAgain(now)
 
 
 class TCPStore(Store):
@@ -261,8 +240,13 @@ class TCPStore(Store):
                                   {"key": key, "block": False, "timeout": seconds}, seconds)
             return self._blocking(Kind.STORE_QUEUE_POP, {"key": key, "block": True},
                                   "queue_pop", [key], seconds)
+        except StoreConnectionError:
+            # The server did not answer in time (its pop may still be parked), or the
+            # connection is gone (the server drops the pop, and the withdrawal fails).
+            self._withdraw_pop(key)
+            raise
         except StoreError:
-            raise  # the server's answer, or the connection is gone and the server drops the pop
+            raise  # the server's answer
         except BaseException:
             self._withdraw_pop(key)
             raise
@@ -280,8 +264,8 @@ class TCPStore(Store):
             self._call(Kind.STORE_QUEUE_POP, {"key": key, "withdraw": True}, stray=stray)
             for item in reversed(handed):
                 self._call(Kind.STORE_QUEUE_PUSH, {"key": key, "value": item, "front": True})
-        except StoreError as exc:
-            log.warning("queue_pop_withdraw_failed", key=key, error=str(exc))
+        except StoreError as exc:  # a connection gone: the server drops the pop itself
+            log.info("queue_pop_withdraw_failed", key=key, error=str(exc))
 
     def queue_len(self, key: str) -> int:
         return self._call(Kind.STORE_QUEUE_LEN, {"key": check_key(key)})
@@ -311,7 +295,7 @@ class TCPStore(Store):
         def waiting() -> None:
             report.tick()
             if expect_now is not None and "expect" in payload:
-                _arrive_again_if_changed(payload, expect_now)
+                arrive_again_if_changed(payload, expect_now)
 
         # One request per arrival, never sliced: a slice's deadline would release a
         # round with min_size. The report says what this member asked for.
@@ -319,7 +303,7 @@ class TCPStore(Store):
             while True:
                 try:
                     return self._call(Kind.STORE_QUORUM, payload, payload["timeout"], waiting)
-                except _ArriveAgain as again:
+                except ArriveAgain as again:
                     # The server answers the replaced arrival with an error this
                     # connection drops as the late reply of an abandoned call.
                     payload["expect"] = again.expect

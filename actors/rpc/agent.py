@@ -390,6 +390,7 @@ class RpcAgent(Callee):
         without them, and say so in a warning.
         """
         if graceful:
+            without: Set[int] = set()  # ranks a barrier opened without
             # Two rounds: work that arrived while others drained (nested calls) is
             # finished before the second barrier.
             for round_ in ("drained", "drained-again"):
@@ -397,21 +398,22 @@ class RpcAgent(Callee):
                 # While every peer still waits at the barrier, it can confirm what it
                 # was sent one way (RRef deletions, context releases).
                 self.actor.deliver_sent(timeout, "shutdown")
-                barrier(self.store, f"barriers/shutdown/{round_}", self.world_size, timeout,
-                        label=f"rpc shutdown of {self.name!r}", members="workers",
-                        member=self.rank, lost=self._lost_ranks)
+                without |= barrier(
+                    self.store, f"barriers/shutdown/{round_}", self.world_size, timeout,
+                    label=f"rpc shutdown of {self.name!r}", members="workers",
+                    member=self.rank, lost=self._lost_ranks)
                 self._leaving = True  # every worker is in shutdown: departures are expected
             self.wait_idle(timeout)
             self._withdraw()  # every call is done, and the store is certainly up
             # Rank 0 may host the store: it closes only after everyone's last store call.
             arrive(self.store, "barriers/shutdown/left", self.world_size, self.rank)
             if self.rank == 0:
-                wait_open(self.store, "barriers/shutdown/left", timeout, self.world_size,
-                          f"rpc shutdown of {self.name!r}: leaving", "workers",
-                          lost=self._lost_ranks)
-            if self._lost_written:
+                without |= wait_open(self.store, "barriers/shutdown/left", timeout,
+                                     self.world_size, f"rpc shutdown of {self.name!r}: leaving",
+                                     "workers", lost=self._lost_ranks)
+            if without:
                 log.warning("rpc_shutdown_without_lost_workers", worker=self.name,
-                            lost=sorted(self._lost_written))
+                            lost=[self.directory.resolve(rank).name for rank in sorted(without)])
         self._leaving = True
         status.remove_section("rpc", self._status)
         self.actor.stop(deliver=not graceful)  # graceful: delivered before the barriers

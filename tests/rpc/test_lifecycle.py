@@ -105,10 +105,12 @@ def test_calls_count_as_in_flight_until_their_futures_hold_the_reply_from_any_th
 
 
 @pytest.mark.slow
-def test_graceful_shutdown_finishes_outstanding_work_first():
+def test_graceful_shutdown_finishes_outstanding_work_first(capfd):
     with rpc_world(2):
         slow = actors.rpc_async("worker1", workers.sleep_then, args=(0.5, "finished"))
     assert slow.done() and slow.wait(0) == "finished"
+    # the workers that left after the last barrier were not lost
+    assert "rpc_shutdown_without_lost_workers" not in capfd.readouterr().err
 
 
 @pytest.mark.slow

@@ -303,9 +303,11 @@ class Channel:
             while not conn.connected:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not conn.monitor.poll(
-                        int(min(remaining, report.next_in()) * 1000) + 1):
+                        int(min(remaining, report.next_in(), _SLICE_MS / 1000) * 1000) + 1):
                     if conn.connected:
                         break
+                    if self._closed:  # in slices, as a call's wait: see the module doc
+                        raise ActorStoppedError(f"channel to {self.address} is closed")
                     if time.monotonic() < deadline:
                         report.tick()  # woken to say what it waits for
                         continue
