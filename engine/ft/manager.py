@@ -191,7 +191,7 @@ class Manager:
         vote = VOTE_FAILED if self._errors else VOTE_OK
         try:
             votes = self._rounds.arrive(f"c/{step_plan.round}", vote.decode(), step_plan,
-                                 self.timeout, final_min=1)
+                                        self.timeout, final_min=1)
         except StoreTimeoutError as exc:
             self.report_error(exc)
             votes = {}
@@ -254,8 +254,8 @@ class Manager:
                     raise self._rounds.no_round(name, limit) from exc
             else:
                 result = self._rounds.arrive(name, data.decode(), self._last,
-                                      max(0.01, deadline - time.monotonic()),
-                                      final_min=self.min_replica_size)
+                                             max(0.01, deadline - time.monotonic()),
+                                             final_min=self.min_replica_size)
                 self._check_not_passed_by(round_, result)
             self._round = round_ + 1
             if arrived(result, me, self._incarnation):
