@@ -100,6 +100,8 @@ class Attachment:
     handshake failures.
     """
 
+    blocks_to_confirm = True  # `confirm_delivery` waits (see `at_exit.confirm_deliveries`)
+
     def __init__(self, core: Any, sock: zmq.Socket, on_message: Optional[MessageHandler],
                  owned: bool, max_pending: int, monitor: Optional[zmq.Socket] = None,
                  bound: bool = False):
@@ -111,6 +113,9 @@ class Attachment:
         self._bound = bound
         self._lock = threading.Condition(threading.Lock())
         self._running = 0  # handlers submitted and not finished
+        # Of those, the ones that started: what a detach waits for. One queued behind
+        # the handler that detaches (one worker thread) runs after the detach returns.
+        self._active = 0
         self._in_handler = threading.local()  # set on a pool thread while it runs a handler
         self._outbox: Deque[List[Any]] = collections.deque()
         self._dropped = 0  # queued sends a delivering detach dropped, not yet reported
@@ -168,7 +173,7 @@ class Attachment:
         # A handler that detaches its own socket is one of those running.
         calling = 1 if getattr(self._in_handler, "active", False) else 0
         with self._lock:
-            self._lock.wait_for(lambda: self._running <= calling,
+            self._lock.wait_for(lambda: self._active <= calling,
                                 max(0.0, deadline - time.monotonic()))
         return None if self._owned else self._sock
 
@@ -328,6 +333,8 @@ class Attachment:
     # ---- worker pool --------------------------------------------------------------
 
     def _handle(self, frames: List[zmq.Frame]) -> None:
+        with self._lock:
+            self._active += 1
         self._in_handler.active = True
         try:
             reply = self._on_message(frames)
@@ -338,6 +345,7 @@ class Attachment:
         finally:
             self._in_handler.active = False
             with self._lock:
+                self._active -= 1
                 self._running -= 1
                 was_full = self._running == self._max_pending - 1
                 self._lock.notify_all()

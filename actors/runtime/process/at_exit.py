@@ -116,7 +116,9 @@ def confirm_deliveries(actors: List[Any], deadline: float, moment: str) -> None:
     `moment` names the occasion in the log lines ("exit", "stop").
     """
     answers, counts = {}, {}
-    for actor in actors:
+    # Those that wait for their own deliveries (attached sockets: `blocks_to_confirm`)
+    # come after those that only send pings, whose pings then go out first.
+    for actor in sorted(actors, key=lambda owner: getattr(owner, "blocks_to_confirm", False)):
         try:
             for peer, (count, answer) in actor.confirm_delivery(deadline).items():
                 answers[actor, peer], counts[actor, peer] = answer, count
