@@ -14,7 +14,8 @@ from ..errors import ActorStoppedError
 from ..introspection import status
 from ..introspection.recorder import FOLD_INTERVAL, RECEIVED, RECORDING, TRAFFIC
 from ..introspection.server import IntrospectionServer
-from ..io.attachments import Attachment, MessageHandler, check_type, open_socket
+from ..io.attached_sockets import MessageHandler, check_type, open_socket
+from ..io.attachments import Attachment
 from ..io.mailbox import Mailbox
 from ..io.timers import TimerHandle
 from ..io.peers import Liveness, PeerTable

@@ -35,7 +35,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Deque, Dict, List, Optional, Sequence, Set, Tuple
 
 import zmq
 
@@ -43,52 +43,16 @@ from ..errors import ActorStoppedError
 from ..concurrency.futures import Future, failed
 from ..process import at_exit
 from ..process.log import get_logger
-from .context import process_context
+from .attached_sockets import RECEIVING, SEND_ONLY, MessageHandler, check_frames
 from .sockets import (HANDSHAKE_FAILED, NOBLOCK, POLLIN, RECV_BATCH, REFUSED, close_monitored,
-                      close_releasing, open_monitor, recv_frames, recv_monitor_message,
+                      close_releasing, recv_frames, recv_monitor_message,
                       send_frames)
 
 log = get_logger(__name__)
 
-MessageHandler = Callable[[List[zmq.Frame]], Optional[Sequence[Any]]]
-
-RECEIVING = {zmq.PULL: "PULL", zmq.SUB: "SUB", zmq.DEALER: "DEALER", zmq.PAIR: "PAIR",
-             zmq.ROUTER: "ROUTER"}
-SEND_ONLY = {zmq.PUSH: "PUSH", zmq.PUB: "PUB"}
 _POLLOUT = int(zmq.POLLOUT)
-_FRAME_TYPES = (bytes, bytearray, memoryview, zmq.Frame)
 CLOSE_LINGER_MS = 30_000  # see `Attachment._detach_now`
 DETACH_GRACE = 1.0  # seconds; see `Attachment.confirm_delivery`
-
-
-def check_frames(frames: Sequence[Any]) -> List[Any]:
-    """`frames` as a message ZeroMQ can send: a list of bytes-like frames.
-
-    TypeError for a bare bytes or str (a message is a list of frames) and for a
-    frame that is not bytes-like; ValueError for a message without frames.
-    """
-    if isinstance(frames, (str, *_FRAME_TYPES)):
-        raise TypeError(f"a message is a list of frames, got a {type(frames).__name__}: "
-                        f"wrap it in a list")
-    message = list(frames)
-    if not message:
-        raise ValueError("a message needs at least one frame")
-    for index, frame in enumerate(message):
-        if not isinstance(frame, _FRAME_TYPES) and not _has_buffer(frame):
-            raise TypeError(f"frame {index} is a {type(frame).__name__}, not bytes-like "
-                            f"(bytes, bytearray, memoryview, zmq.Frame or a buffer)")
-    return message
-
-
-def _has_buffer(frame: Any) -> bool:
-    """Whether `frame` exposes the buffer protocol (a NumPy array), which pyzmq sends."""
-    if isinstance(frame, str):
-        return False
-    try:
-        memoryview(frame)
-    except TypeError:
-        return False
-    return True
 
 
 class Attachment:
@@ -362,47 +326,3 @@ def _wait(future: Future, deadline: float) -> None:
         future.wait(max(0.0, deadline - time.monotonic()))
     except TimeoutError:
         pass
-
-
-def open_socket(endpoint: str, socket_type: int, bind: bool, subscribe: Sequence[bytes],
-                secure: Callable[..., None]) -> Tuple[zmq.Socket, zmq.Socket]:
-    """A new socket of `socket_type` bound or connected to `endpoint`, secured first,
-    and its monitor of handshake failures.
-
-    """
-    sock = process_context().socket(socket_type)
-    monitor = None
-    try:
-        sock.setsockopt(zmq.LINGER, 0)
-        secure(sock, server=bind)
-        if socket_type == zmq.SUB:
-            for topic in subscribe:
-                sock.setsockopt(zmq.SUBSCRIBE, topic)
-        monitor = open_monitor(sock, HANDSHAKE_FAILED)
-        if bind:
-            sock.bind(endpoint[:-2] + ":*" if endpoint.startswith("tcp://")
-                      and endpoint.endswith(":0") else endpoint)
-        else:
-            sock.connect(endpoint)
-    except BaseException:
-        if monitor is not None:
-            close_monitored(sock, monitor)
-        else:
-            sock.close(0)
-        raise
-    return sock, monitor
-
-
-def check_type(kind: int, on_message: Optional[MessageHandler]) -> None:
-    """TypeError/ValueError unless a socket of type `kind` can be attached with `on_message`."""
-    if kind in RECEIVING:
-        if not callable(on_message):
-            raise TypeError(f"a {RECEIVING[kind]} socket needs an on_message callable")
-    elif kind in SEND_ONLY:
-        if on_message is not None:
-            raise ValueError(f"a {SEND_ONLY[kind]} socket only sends: attach it without "
-                             f"on_message and use Attachment.send")
-    else:
-        names = sorted([*RECEIVING.values(), *SEND_ONLY.values()])
-        raise ValueError(f"cannot attach a socket of type {kind}: one of {names}")
-
