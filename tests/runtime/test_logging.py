@@ -63,6 +63,7 @@ def test_the_launcher_tells_people_in_plain_lines_and_machines_in_its_log_dir(tm
     assert "level=" not in done.stderr and "event=" not in done.stderr
     assert done.stdout.splitlines() == ["[rank0]: done", "[rank1]: done"] or \
         sorted(done.stdout.splitlines()) == ["[rank0]: done", "[rank1]: done"]
-    events = (tmp_path / "logs" / "plain" / "events.log").read_text()
+    [folder] = (tmp_path / "logs").glob("plain_*")  # this agent's: <run id>_<random>
+    events = (folder / "events.log").read_text()
     for event in ("agent_started", "agent_round_started", "agent_workers_succeeded"):
         assert f"event='{event}'" in events, events
