@@ -279,7 +279,9 @@ class Channel:
 
     def _close_dead_threads_connections(self) -> None:
         """Close the connections of threads that ended (call under `_lock`): nothing
-        uses them any more, so closing them from this thread is safe."""
+        uses them any more, so closing them from this thread is safe. A thread not
+        started by `threading` (a C library's) always looks alive: its connection
+        stays until `close()`."""
         dead = [conn for conn in self._connections if not conn.owner.is_alive()]
         for conn in dead:
             self._connections.remove(conn)
