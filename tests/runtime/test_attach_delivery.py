@@ -21,6 +21,7 @@ from actors.runtime.io.security import Security, set_security
 from actors.runtime.io.sockets import REFUSED
 from tests.leftovers import open_fds, os_threads
 from tests.runtime import attach_children
+from tests.subprocesses import reap
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -104,9 +105,7 @@ def test_a_process_delivers_everything_it_pushed_before_it_stops_or_exits(sink, 
         child.join(30)
         assert child.exitcode == 0
     finally:
-        if child.is_alive():
-            child.kill()
-        child.join(10)
+        reap([child], 10)
 
 
 def test_detach_delivers_and_what_cannot_arrive_is_logged_with_its_count(actor, sink, capsys):

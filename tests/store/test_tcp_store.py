@@ -1,5 +1,6 @@
 """TCPStore specifics: ports, joining workers, lost servers and clients, the standalone server,
 and a client that speaks the wire protocol with JSON only."""
+import contextlib
 import json
 import multiprocessing as mp
 import signal
@@ -180,15 +181,26 @@ def _json_request(sock, kind: int, req_id: int, body: dict, buffers=()):
     return flags, json.loads(frames[1]), frames[2:]
 
 
-def test_a_client_without_pickle_talks_to_the_store_in_json(server_process):
-    """Only struct, json and zmq: what a program in another language would do (docs/PROTOCOL.md)."""
-    port, _ = server_process
+@contextlib.contextmanager
+def _json_client(port: int):
+    """A plain DEALER to the store at `port`, on a context of its own, as a program in
+    another language would have."""
     zctx = zmq.Context()
     sock = zctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.RCVTIMEO, 10_000)
     sock.setsockopt(zmq.LINGER, 0)
     sock.connect(f"tcp://127.0.0.1:{port}")
     try:
+        yield sock
+    finally:
+        sock.close(0)
+        zctx.term()
+
+
+def test_a_client_without_pickle_talks_to_the_store_in_json(server_process):
+    """Only struct, json and zmq: what a program in another language would do (docs/PROTOCOL.md)."""
+    port, _ = server_process
+    with _json_client(port) as sock:
         flags, body, _ = _json_request(sock, 0x0100, 1, {"key": "lang", "value": {"$buf": 0}},
                                        [b"\x00binary\xff"])
         assert flags == 0x09 and body is None  # RESPONSE | JSON, null result
@@ -198,19 +210,11 @@ def test_a_client_without_pickle_talks_to_the_store_in_json(server_process):
         assert body == 41
         flags, body, _ = _json_request(sock, 0x0101, 4, {"key": "absent", "timeout": 0.1})
         assert flags & 0x02 and body["type"] == "store.errors.StoreTimeoutError"
-    finally:
-        sock.close(0)
-        zctx.term()
 
 
 def test_a_json_wait_with_a_nan_timeout_gets_an_error_and_the_server_serves_on(server_process):
     port, _ = server_process
-    zctx = zmq.Context()
-    sock = zctx.socket(zmq.DEALER)
-    sock.setsockopt(zmq.RCVTIMEO, 10_000)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(f"tcp://127.0.0.1:{port}")
-    try:
+    with _json_client(port) as sock:
         # json.dumps writes NaN as the bare token, as other languages' encoders may
         flags, body, _ = _json_request(sock, 0x0101, 1, {"key": "absent",
                                                          "timeout": float("nan")})
@@ -223,9 +227,6 @@ def test_a_json_wait_with_a_nan_timeout_gets_an_error_and_the_server_serves_on(s
             assert store.get("after") == b"v"
         finally:
             store.close()
-    finally:
-        sock.close(0)
-        zctx.term()
 
 
 def test_torchs_use_libuv_is_accepted_and_a_listen_fd_refused():
