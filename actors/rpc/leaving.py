@@ -6,6 +6,7 @@ writes its rank in the store (``rpc/lost``), where the others' barriers read it.
 """
 from __future__ import annotations
 
+import time
 from typing import Optional, Set
 
 from actors.runtime.introspection import status
@@ -18,6 +19,7 @@ from . import hooks as hook_registry
 log = get_logger(__name__)
 
 LOST_KEY = "rpc/lost"  # ranks that workers found lost, "1,3,"
+STORE_HOST_GRACE = 5.0  # seconds; see `Leaving.leave`
 
 
 class Leaving:
@@ -65,12 +67,17 @@ class Leaving:
                 self._leaving = True  # every worker is in shutdown: departures are expected
             self.wait_idle(timeout)
             self._withdraw()  # every call is done, and the store is certainly up
-            # Rank 0 may host the store: it closes only after everyone's last store call.
+            # Rank 0 may host the store: it closes only after everyone's last store call,
+            # and gives a worker found lost STORE_HOST_GRACE to come all the same: one
+            # only slow to answer (a loaded host) would otherwise lose the store.
             arrive(self.store, "barriers/shutdown/left", self.world_size, self.rank)
             if self.rank == 0:
-                without |= wait_open(self.store, "barriers/shutdown/left", timeout,
-                                     self.world_size, f"rpc shutdown of {self.name!r}: leaving",
-                                     "workers", lost=self._lost_ranks)
+                since = time.monotonic()
+                without |= wait_open(
+                    self.store, "barriers/shutdown/left", timeout, self.world_size,
+                    f"rpc shutdown of {self.name!r}: leaving", "workers",
+                    lost=lambda: (self._lost_ranks() if time.monotonic() - since
+                                  >= STORE_HOST_GRACE else set()))
             if without:
                 log.warning("rpc_shutdown_without_lost_workers", worker=self.name,
                             lost=[self.directory.resolve(rank).name for rank in sorted(without)])
