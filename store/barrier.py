@@ -34,16 +34,25 @@ def arrive(store: Store, name: str, count: int, member: Optional[int] = None) ->
         return
     # One append records both that a member arrived and which one, so a member that
     # dies meanwhile is either in or out, never counted without its name.
-    store.append(f"{name}/members", f"{member},")
+    add_member(store, f"{name}/members", member)
     if len(_members(store, name)) >= count:
         store.set(f"{name}/open", b"1")
 
 
-def _members(store: Store, name: str) -> Set[int]:
-    key = f"{name}/members"
+def add_member(store: Store, key: str, member: int) -> None:
+    """Add `member` to the set of members at `key` ("0,2,"), in one atomic append."""
+    store.append(key, f"{member},")
+
+
+def members_at(store: Store, key: str) -> Set[int]:
+    """The set of members at `key` (`add_member`); empty while there is none."""
     if not store.check([key]):
         return set()
     return {int(member) for member in store.get(key).decode().split(",") if member}
+
+
+def _members(store: Store, name: str) -> Set[int]:
+    return members_at(store, f"{name}/members")
 
 
 def _arrived(store: Store, name: str) -> int:

@@ -12,7 +12,7 @@ from typing import Optional, Set
 from actors.runtime.introspection import status
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol import shared_buffers
-from store.barrier import arrive, barrier, wait_open
+from store.barrier import add_member, arrive, barrier, members_at, wait_open
 
 from . import hooks as hook_registry
 
@@ -30,11 +30,9 @@ class Leaving:
         """The ranks any worker of the world found lost, this worker's written down first
         (in the store's ``rpc/lost``, for the others' shutdown barriers)."""
         for name in set(self._lost) - self._lost_written:
-            self.store.append(LOST_KEY, f"{self.directory.resolve(name).id},")
+            add_member(self.store, LOST_KEY, self.directory.resolve(name).id)
             self._lost_written.add(name)
-        if not self.store.check([LOST_KEY]):
-            return set()
-        return {int(rank) for rank in self.store.get(LOST_KEY).decode().split(",") if rank}
+        return members_at(self.store, LOST_KEY)
 
     def wait_idle(self, timeout: Optional[float]) -> bool:
         """Wait until no call sent from here is outstanding."""

@@ -13,7 +13,7 @@ same order on both sides.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ContextManager, List, Optional, Tuple
+from typing import Any, Collection, ContextManager, List, Optional, Tuple
 
 import actors
 from actors.rpc import RpcEnvelope, RpcHook, WorkerInfo
@@ -45,7 +45,7 @@ def grad_tensors(value: Any) -> List[Tensor]:
     """
     found: List[Tensor] = []
     seen = set()
-    held = []  # what a reduction made, alive until the end: no id of `seen` is reused
+    held = []  # what reductions made, alive until the end: no id of `seen` is reused
     stack = [value]
     while stack:
         item = stack.pop()
@@ -64,13 +64,13 @@ def grad_tensors(value: Any) -> List[Tensor]:
     return found
 
 
-def _parts(item: Any) -> Optional[list]:
-    """What pickling writes of `item` that may hold tensors, in its order; None for a
-    leaf."""
+def _parts(item: Any) -> Optional[Collection[Any]]:
+    """What pickling writes of `item` that may hold tensors, in its order (a container's
+    own items, not a copy); None for a leaf."""
     if isinstance(item, (list, tuple)):
-        return list(item)
+        return item
     if isinstance(item, dict):
-        return list(item.values())
+        return item.values()
     if isinstance(item, (set, frozenset)):
         if grad_tensors(list(item)):
             raise TypeError("a tensor that requires grad is inside a set, whose order "
