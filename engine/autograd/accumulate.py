@@ -26,6 +26,14 @@ from engine.errors import GradientShapeError
 ndarray = np.ndarray
 
 
+def add_gradients(held: Any, grad: Any, dtype: Any = None) -> np.ndarray:
+    """``held + grad`` as a new ndarray, also for 0-d gradients: numpy makes the sum of two
+    0-d arrays a scalar, which nothing can change in place (``grad.fill(0)`` would do
+    nothing)."""
+    total = np.add(held, grad, dtype=dtype)
+    return total if total.__class__ is ndarray else np.asarray(total)
+
+
 def merge_gradient(
     existing: Optional[np.ndarray], grad: np.ndarray, like: Any, claimed: Set[int]
 ) -> np.ndarray:
@@ -38,7 +46,7 @@ def merge_gradient(
             f"gradient of shape {grad.shape} for a tensor of shape {like.shape}"
         )
     if existing is not None:
-        return np.add(existing, grad, dtype=existing.dtype)
+        return add_gradients(existing, grad, existing.dtype)
     if (
         grad.__class__ is ndarray
         and grad.base is None

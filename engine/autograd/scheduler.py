@@ -38,7 +38,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence
 
 import numpy as np
 
-from engine.autograd.accumulate import IntoGrad
+from engine.autograd.accumulate import IntoGrad, add_gradients
 from engine.autograd.graph import AccumulateGrad, Node
 from engine.errors import AutogradError
 
@@ -142,7 +142,7 @@ class GraphTask:
                         inputs = buffers[nxt] = [None] * nxt.num_inputs
                     if grad is not None:
                         held = inputs[slot]
-                        inputs[slot] = grad if held is None else held + grad
+                        inputs[slot] = grad if held is None else add_gradients(held, grad)
                     if count == 0:
                         ready.append((nxt, buffers.pop(nxt)))
         except Exception as exc:
@@ -159,4 +159,4 @@ class GraphTask:
         for slot, grad in enumerate(grads):
             if grad is not None:
                 held = inputs[slot]
-                inputs[slot] = grad if held is None else held + grad
+                inputs[slot] = grad if held is None else add_gradients(held, grad)

@@ -73,6 +73,38 @@ def test_gradients_accumulate_across_backward_calls():
     np.testing.assert_array_equal(x.grad, [2.0, 4.0])
 
 
+def test_a_0d_leafs_accumulated_gradient_stays_an_array_that_zero_grad_can_clear():
+    x = engine.tensor(2.0, dtype=np.float64, requires_grad=True)
+    opt = engine.optim.SGD([x], lr=0.1)
+    for _ in range(2):
+        (x * x).backward()
+    assert isinstance(x.grad, np.ndarray) and x.grad.shape == () and x.grad == 8.0
+    opt.zero_grad(set_to_none=False)
+    (x * x).backward()
+    assert x.grad == 4.0  # not 12: the zeroing reached the gradient
+
+
+def test_a_function_gets_an_array_for_a_0d_output_used_twice():
+    received = []
+
+    class Square(engine.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            received.append(type(grad))
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
+
+    x = engine.tensor(3.0, dtype=np.float64, requires_grad=True)
+    y = Square.apply(x)
+    (y * y + y).backward()
+    assert received == [np.ndarray] and x.grad == (2 * 9.0 + 1) * 6.0
+
+
 def test_a_tensor_used_twice_gets_the_sum_of_both_paths():
     x = engine.tensor([2.0], requires_grad=True)
     y = x * x + x
