@@ -11,7 +11,10 @@ follows the same rules:
   leaf is cast, as torch does);
 - a fresh, writeable, unshared gradient array is stored as is (no copy); anything
   else (a view, a read-only broadcast, an array already stored for another leaf in
-  the same pass) is copied, so two leaves never share one gradient array;
+  the same pass) is copied, so two leaves never share one gradient array; an array a
+  node returns for several inputs reaches each as a view (the scheduler's
+  ``_unaliased``), so a stored ``.grad`` is never an array still on its way to another
+  node, which a hook changing ``.grad`` in place would corrupt;
 - a second gradient is added out of place, never into an array that might still be
   in flight.
 """

@@ -124,6 +124,8 @@ class GraphTask:
                     accumulate(node.variable, grads[0])
                     continue
                 outputs = node.apply(grads)
+                if len(outputs) > 1:
+                    outputs = _unaliased(outputs)
                 if not retain_graph:
                     node.release()
                 for (nxt, slot), grad in zip(node.next_edges, outputs):
@@ -160,3 +162,18 @@ class GraphTask:
             if grad is not None:
                 held = inputs[slot]
                 inputs[slot] = grad if held is None else add_gradients(held, grad)
+
+
+def _unaliased(grads: Sequence[Optional[np.ndarray]]) -> Sequence[Optional[np.ndarray]]:
+    """`grads`, with an array given for several inputs (``a + b`` gives ``grad`` to both)
+    replaced by a view for each: a leaf stores a copy of a view, never the array itself,
+    so a hook that changes its ``.grad`` in place cannot change what the other inputs
+    still have to receive. (Scalars cannot change: they stay as they are.)"""
+    seen: set = set()
+    shared: set = set()
+    for grad in grads:
+        if isinstance(grad, np.ndarray):
+            (shared if id(grad) in seen else seen).add(id(grad))
+    if not shared:
+        return grads
+    return [grad.view() if id(grad) in shared else grad for grad in grads]

@@ -45,3 +45,26 @@ def test_a_queued_callback_runs_once_after_every_node_of_the_pass():
     assert len(order) == 6  # queued again in the second pass, not left over from the first
     with pytest.raises(AutogradError, match="during a backward pass"):
         queue_callback(print)
+
+
+def test_a_hook_that_changes_grad_in_place_leaves_the_gradients_still_on_their_way_alone():
+    # a + b hands one gradient array to both inputs; a's hook runs before b's path does
+    a = Tensor(np.array([1.0, 2.0]), requires_grad=True)
+    c = Tensor(np.array([1.0, 1.0]), requires_grad=True)
+    a.register_post_accumulate_grad_hook(lambda t: t.grad.fill(0))
+    (a + c * 3.0).sum().backward()
+    np.testing.assert_array_equal(a.grad, [0.0, 0.0])
+    np.testing.assert_array_equal(c.grad, [3.0, 3.0])  # torch's too
+
+    class Both(engine.Function):  # a user op that returns one array for two inputs
+        @staticmethod
+        def forward(ctx, x, y):
+            return x + y
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, grad
+
+    a.grad = c.grad = None
+    Both.apply(a, c * 2.0).sum().backward()
+    np.testing.assert_array_equal(c.grad, [2.0, 2.0])
