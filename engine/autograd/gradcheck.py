@@ -55,8 +55,10 @@ def _numerical(fn: Callable[..., Any], inputs: Tuple[Any, ...], checked: List[Te
     sizes = [o.size for o in evaluate()]
     jac = [[np.zeros((n, x.data.size)) for x in checked] for n in sizes]
     for i, x in enumerate(checked):
-        flat = x.data.reshape(-1)  # a view: perturbing it perturbs x
-        for j in range(flat.size):
+        # writes through .flat reach x's array in C order even when it is not contiguous
+        # (reshape(-1) would then perturb a copy)
+        flat = x.data.flat
+        for j in range(x.data.size):
             original = flat[j]
             flat[j] = original + eps
             plus = evaluate()

@@ -34,6 +34,14 @@ def test_gradcheck_names_the_input_and_the_max_difference(rng):
         engine.gradcheck(WrongSquare.apply, (x, y))
 
 
+def test_gradcheck_perturbs_an_input_whose_array_is_not_contiguous(rng):
+    transposed = engine.from_numpy(rng.standard_normal((3, 2)).T, requires_grad=True)
+    assert engine.gradcheck(lambda t: (t * t).sum(axis=0), transposed) is True
+    with pytest.raises(GradcheckError, match="input 1"):
+        engine.gradcheck(WrongSquare.apply, (transposed, engine.from_numpy(
+            rng.standard_normal((3, 2)).T, requires_grad=True)))
+
+
 def test_gradcheck_refuses_float32_inputs():
     with pytest.raises(ValueError, match="float64"):
         engine.gradcheck(engine.exp, engine.ones(2, requires_grad=True))
