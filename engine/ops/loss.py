@@ -31,6 +31,19 @@ class NLLLoss(Op):
         return (out,)
 
 
+def _check_shapes(shape: tuple, target_shape: tuple) -> None:
+    # numpy indexing would broadcast a target of another shape against the rows (an
+    # (N, 1) target, one of another length) and return a number instead of an error
+    if len(shape) == 2 and target_shape != shape[:1]:
+        raise ValueError(f"nll_loss: log_probs of shape {shape} take a target of shape "
+                         f"({shape[0]},), one class index per row, not {target_shape}")
+    if len(shape) == 1 and target_shape != ():
+        raise ValueError(f"nll_loss: log_probs of shape {shape} take a 0-d target (one "
+                         f"class index), not one of shape {target_shape}")
+    if len(shape) not in (1, 2):
+        raise ValueError(f"nll_loss takes log_probs of shape (N, C) or (C,), not {shape}")
+
+
 def _check_classes(target: np.ndarray, classes: int) -> None:
     # numpy indexing would read a negative target from the end, so a -100 meant as torch's
     # ignore_index would silently become class 100 (or the last class for -1)
@@ -46,15 +59,18 @@ def _check_classes(target: np.ndarray, classes: int) -> None:
 def nll_loss(log_probs: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
     """Negative log-likelihood of integer class ``target`` (N,) under ``log_probs`` (N, C).
 
-    A single sample may be given as ``log_probs`` (C,) and a scalar target. A target
-    outside ``[0, C)`` raises IndexError: there is no ``ignore_index``.
+    A single sample may be given as ``log_probs`` (C,) and a scalar target; any other
+    shapes raise ValueError. A target outside ``[0, C)`` raises IndexError: there is no
+    ``ignore_index``.
     """
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
     target = np.asarray(as_array(target))
     if target.dtype.kind not in "iu":
         raise TypeError(f"nll_loss target must hold integer class indices, not {target.dtype}")
-    _check_classes(target, np.shape(as_array(log_probs))[-1])
+    shape = np.shape(as_array(log_probs))
+    _check_shapes(shape, target.shape)
+    _check_classes(target, shape[-1])
     if target.ndim == 0:
         loss = unary(NLLLoss, reshape(log_probs, (1, -1)), target.reshape(1), reduction)
         return reshape(loss, ()) if reduction == "none" else loss

@@ -135,6 +135,18 @@ def test_losses_reject_bad_arguments():
 
 
 @pytest.mark.parametrize("loss", [F.nll_loss, F.cross_entropy])
+def test_a_target_whose_shape_does_not_match_the_batch_raises_instead_of_broadcasting(loss):
+    logits = engine.zeros(4, 3)
+    for target in ([0, 1], [[0], [1], [2], [1]], 1):  # too few, (N, 1), a scalar for N rows
+        with pytest.raises(ValueError, match=r"of shape \(4, 3\) take a target of shape \(4,\)"):
+            loss(logits, np.array(target))
+    with pytest.raises(ValueError, match=r"of shape \(3,\) take a 0-d target"):
+        loss(engine.zeros(3), np.array([1]))
+    with pytest.raises(ValueError, match=r"\(N, C\) or \(C,\)"):
+        F.nll_loss(engine.zeros(2, 3, 2), np.zeros((2, 2), dtype=np.int64))
+
+
+@pytest.mark.parametrize("loss", [F.nll_loss, F.cross_entropy])
 def test_a_target_outside_the_classes_raises_instead_of_indexing_from_the_end(loss):
     logits = engine.zeros(2, 200)
     for target, named in (([1, -1], -1), ([1, 200], 200), ([-5, 300], -5)):
