@@ -19,16 +19,23 @@ class NLLLoss(Op):
         if reduction == "none":
             out = -picked
         else:
-            out = picked.sum() * (-1 / len(rows) if reduction == "mean" else -1)
+            out = picked.sum() * -_weight(len(rows), reduction)
         return out, (log_probs.shape, rows, target, reduction)
 
     @staticmethod
     def backward(saved, grad, needs):
         shape, rows, target, reduction = saved
         out = np.zeros(shape, dtype=grad.dtype)
-        scale = -grad / len(rows) if reduction == "mean" else -grad
-        out[rows, target] = scale
+        out[rows, target] = grad * -_weight(len(rows), reduction)
         return (out,)
+
+
+def _weight(count: int, reduction: str) -> float:
+    """What each sample's loss counts for: 1 / N in a mean, nan for an empty batch (whose
+    mean torch makes nan too), else 1."""
+    if reduction != "mean":
+        return 1.0
+    return 1.0 / count if count else np.nan
 
 
 def _check_shapes(shape: tuple, target_shape: tuple) -> None:

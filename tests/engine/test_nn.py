@@ -1,6 +1,8 @@
 """engine.nn: Module bookkeeping, layers and losses."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -132,6 +134,19 @@ def test_losses_reject_bad_arguments():
         F.cross_entropy(engine.zeros(2, 3), [0, 1], reduction="avg")
     with pytest.raises(ValueError, match="same shape"):
         F.mse_loss(engine.zeros(2), engine.zeros(3))
+
+
+def test_an_empty_batch_has_torchs_losses_and_zero_gradients():
+    logits = engine.zeros(0, 3, dtype=np.float64, requires_grad=True)
+    target = np.zeros(0, dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mean = F.cross_entropy(logits, target)
+        assert np.isnan(mean.item())  # torch: nan
+        assert F.cross_entropy(logits, target, reduction="sum").item() == 0.0
+        assert F.nll_loss(logits, target, reduction="none").shape == (0,)
+        mean.backward()
+    assert logits.grad.shape == (0, 3)
 
 
 @pytest.mark.parametrize("loss", [F.nll_loss, F.cross_entropy])
