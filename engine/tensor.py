@@ -105,6 +105,12 @@ class Tensor:
     def __int__(self) -> int:
         return int(self.data.item())
 
+    def __format__(self, spec: str) -> str:
+        # f"{loss:.4f}" formats a 0-d tensor's value, as torch's __format__ does
+        if self.data.ndim == 0:
+            return format(self.data.item(), spec)
+        return object.__format__(self, spec)
+
     # -- autograd -------------------------------------------------------------------
     def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
         """Accumulate d(self)/d(leaf) into ``leaf.grad`` for every leaf that requires grad.

@@ -68,6 +68,15 @@ def test_item_numpy_detach_and_len():
     assert len(engine.zeros(4, 2)) == 4 and engine.zeros(4, 2).numel() == 8
 
 
+def test_format_specs_format_a_zero_dim_tensors_value_as_torch_does():
+    loss = engine.tensor(1.23456, dtype=np.float64)
+    assert f"{loss:.3f} {loss:>8.2f} {loss:.1e}" == "1.235     1.23 1.2e+00"
+    assert f"{loss}" == "1.23456"  # torch: the value too
+    assert f"{engine.tensor([1.0, 2.0])}" == "tensor([1., 2.])"
+    with pytest.raises(TypeError):
+        f"{engine.tensor([1.0, 2.0]):.3f}"  # as torch: only a 0-d tensor has a value
+
+
 def test_operators_accept_scalars_and_arrays_on_either_side():
     t = engine.tensor([1.0, 2.0, 4.0])
     np.testing.assert_allclose((2 * t).data, [2, 4, 8])
