@@ -139,13 +139,22 @@ class Tensor:
         self.data.fill(0)
         return self
 
-    def _check_in_place(self) -> None:
+    def _check_in_place(self, value: Any = None) -> None:
         """In-place writes are allowed only where no graph would be recorded: there are
-        no version counters to protect arrays a graph has saved."""
-        if self.requires_grad and grad_state.enabled:
+        no version counters to protect arrays a graph has saved, and no node to carry the
+        gradient of a written `value` that requires grad (torch records one)."""
+        if not grad_state.enabled:
+            return
+        if self.requires_grad:
             raise AutogradError(
                 "in-place operations on a tensor that requires grad are not recorded; use "
                 "the out-of-place form, engine.no_grad(), or set .grad = None to clear a grad"
+            )
+        if isinstance(value, Tensor) and value.requires_grad:
+            raise AutogradError(
+                "in-place operations are not recorded, and this one writes a tensor that "
+                "requires grad, whose gradient would be lost; build the result out of place "
+                "(engine.stack, engine.concatenate, engine.where, +), or write value.detach()"
             )
 
     def register_post_accumulate_grad_hook(self, hook: Any) -> "HookHandle":

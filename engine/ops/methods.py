@@ -5,9 +5,9 @@ reflected operators (``2 * t``, ``1 - t``) swap the arguments.  Comparisons are
 elementwise and not differentiable: they return a tensor of bools.
 
 In-place forms (``t += x``, ``t[i] = x``) write into ``t.data`` and are allowed only
-where no graph would have to be recorded (grad mode off, or ``t`` not requiring
-grad); otherwise they raise, since there are no version counters to keep saved
-arrays honest.
+where no graph would have to be recorded (grad mode off, or neither ``t`` nor ``x``
+requiring grad); otherwise they raise, since there are no version counters to keep
+saved arrays honest and no node to carry ``x``'s gradient.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def _comparison(compare: Callable[[Any, Any], Any], name: str) -> Callable[[Any,
 
 def _in_place(ufunc: np.ufunc, name: str) -> Callable[[Any, Any], Tensor]:
     def method(self: Tensor, other: Any) -> Tensor:
-        self._check_in_place()
+        self._check_in_place(other)
         ufunc(self.data, as_array(other), out=self.data, casting="same_kind")
         return self
 
@@ -51,7 +51,7 @@ def _in_place(ufunc: np.ufunc, name: str) -> Callable[[Any, Any], Tensor]:
 
 def _setitem(self: Tensor, index: Any, value: Any) -> None:
     """``t[index] = value`` on the data (not recorded in any graph)."""
-    self._check_in_place()
+    self._check_in_place(value)
     self.data[index] = as_array(value)
 
 

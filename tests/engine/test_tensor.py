@@ -187,6 +187,22 @@ def test_in_place_operators_refuse_tensors_that_record_a_graph():
         (w * 2)[0] = 1.0
 
 
+def test_in_place_writes_of_a_value_that_requires_grad_are_refused_not_dropped():
+    # torch records these (v gets a gradient); writing only the data would lose it
+    out = engine.zeros(2, 3)
+    v = engine.ones(3, requires_grad=True)
+    with pytest.raises(AutogradError, match="in-place .*requires grad"):
+        out[0] = v * 2
+    with pytest.raises(AutogradError, match="in-place .*requires grad"):
+        out += v
+    np.testing.assert_array_equal(out.data, np.zeros((2, 3)))  # nothing written
+    with engine.no_grad():  # no graph wanted: the data is written, as in torch
+        out[0] = v * 2
+        out += v
+    np.testing.assert_array_equal(out.data, [[3.0] * 3, [1.0] * 3])
+    out[1] = v.detach()
+
+
 def test_matmul_with_an_ndarray_on_the_left_returns_a_tensor():
     t = engine.ones(3, 2, requires_grad=True)
     out = np.ones((4, 3), dtype=np.float32) @ t
