@@ -2,10 +2,11 @@
 
 Assigning a ``Parameter`` or a ``Module`` to an attribute registers it, in order, as
 in torch (and keeps it as a plain attribute too, for fast access; always assign or
-``del`` through the attribute so both stay in step).  ``state_dict()`` returns
-*copies* of the parameter arrays (so a saved state does not change as training goes
-on); ``load_state_dict`` copies values into the existing arrays in place, so
-optimizers holding the parameters keep working.
+``del`` through the attribute so both stay in step). Over a registered name, None
+unregisters it and anything else of the wrong kind raises TypeError, as in torch.
+``state_dict()`` returns *copies* of the parameter arrays (so a saved state does not
+change as training goes on); ``load_state_dict`` copies values into the existing
+arrays in place, so optimizers holding the parameters keep working.
 """
 from __future__ import annotations
 
@@ -51,12 +52,20 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"call Module.__init__() before assigning {name!r}")
         params, modules = self._parameters, self._modules
-        params.pop(name, None)
-        modules.pop(name, None)
         if isinstance(value, Parameter):
-            params[name] = value
+            modules.pop(name, None)
+            params[name] = value  # a replaced parameter keeps its place, as in torch
         elif isinstance(value, Module):
+            params.pop(name, None)
             modules[name] = value
+        elif name in params or name in modules:
+            if value is not None:  # it would silently leave parameters() and state_dict()
+                kind, expected = (("parameter", "Parameter") if name in params
+                                  else ("child module", "Module"))
+                raise TypeError(f"cannot assign {type(value).__name__!r} as {kind} "
+                                f"{name!r} ({expected} or None expected)")
+            params.pop(name, None)
+            modules.pop(name, None)
         # Also a plain attribute, so ``self.weight`` is a normal (fast) lookup.
         object.__setattr__(self, name, value)
 

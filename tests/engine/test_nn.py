@@ -182,3 +182,16 @@ def test_reassigning_or_deleting_a_parameter_updates_the_registry():
     assert [name for name, _ in layer.named_parameters()] == ["bias"]
     with pytest.raises(AttributeError):
         assert layer.weight is None  # never reached: the attribute is gone
+
+
+def test_assigning_something_else_over_a_parameter_or_a_child_raises_as_in_torch():
+    model = nn.Sequential(nn.Linear(2, 2))
+    layer = model[0]
+    with pytest.raises(TypeError, match="cannot assign 'Tensor' as parameter 'weight'"):
+        layer.weight = engine.ones(2, 2)  # a plain tensor: optimizers would never see it
+    with pytest.raises(TypeError, match="cannot assign 'int' as child module '0'"):
+        setattr(model, "0", 5)
+    assert [name for name, _ in model.named_parameters()] == ["0.weight", "0.bias"]
+    layer.weight = nn.Parameter(np.zeros((2, 2), dtype=np.float32))  # a Parameter replaces it
+    model.extra = engine.ones(2)  # a new name: a plain attribute
+    assert [name for name, _ in model.named_parameters()] == ["0.weight", "0.bias"]  # in place
