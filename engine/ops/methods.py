@@ -64,7 +64,7 @@ def _iterate(self: Tensor) -> Iterator[Tensor]:
 
 def _flatten_shape(args: tuple) -> Any:
     """``t.reshape(2, 3)`` and ``t.reshape((2, 3))`` both mean shape (2, 3)."""
-    return args[0] if len(args) == 1 and not isinstance(args[0], int) else args
+    return args[0] if len(args) == 1 and not isinstance(args[0], (int, np.integer)) else args
 
 
 def _reshape(self: Tensor, *dims: Any) -> Tensor:

@@ -56,7 +56,7 @@ class Stack(Op):
 
 def reshape(x: TensorLike, shape: Tuple[int, ...]) -> Tensor:
     """Same data in a new shape (one axis may be -1), as ``ndarray.reshape``."""
-    return unary(Reshape, x, tuple(shape) if not isinstance(shape, int) else (shape,))
+    return unary(Reshape, x, (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape))
 
 
 def transpose(x: TensorLike, axes: Optional[Sequence[int]] = None) -> Tensor:

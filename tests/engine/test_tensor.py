@@ -77,6 +77,13 @@ def test_format_specs_format_a_zero_dim_tensors_value_as_torch_does():
         f"{engine.tensor([1.0, 2.0]):.3f}"  # as torch: only a 0-d tensor has a value
 
 
+def test_reshape_and_transpose_take_numpy_integers_as_numpy_does():
+    x = engine.ones(2, 3)
+    assert x.reshape(np.prod(x.shape)).shape == (6,)
+    assert engine.reshape(x, np.int64(6)).shape == (6,)
+    assert engine.ones(4).transpose(np.int64(0)).shape == (4,)
+
+
 def test_operators_accept_scalars_and_arrays_on_either_side():
     t = engine.tensor([1.0, 2.0, 4.0])
     np.testing.assert_allclose((2 * t).data, [2, 4, 8])
