@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+from collections import OrderedDict
 from typing import Any, Iterator, Union
 
 import numpy as np
@@ -40,12 +41,20 @@ class Linear(Module):
 
 
 class Sequential(Module):
-    """Run the given modules in order, each on the previous one's output."""
+    """Run the given modules in order, each on the previous one's output.
+
+    ``Sequential(a, b)`` names them "0", "1"; ``Sequential(OrderedDict(name=module...))``
+    gives its own names, as torch's.
+    """
 
     def __init__(self, *modules: Module) -> None:
         super().__init__()
-        for index, module in enumerate(modules):
-            self.add_module(str(index), module)
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            named = list(modules[0].items())
+        else:
+            named = [(str(index), module) for index, module in enumerate(modules)]
+        for name, module in named:
+            self.add_module(name, module)
 
     def forward(self, x: Any) -> Any:
         for module in self._modules.values():
@@ -53,10 +62,9 @@ class Sequential(Module):
         return x
 
     def __getitem__(self, index: Union[int, slice]) -> Any:
-        items = list(self._modules.values())
-        if isinstance(index, slice):
-            return Sequential(*items[index])
-        return items[index]
+        if isinstance(index, slice):  # the slice keeps the names, as torch's
+            return Sequential(OrderedDict(list(self._modules.items())[index]))
+        return list(self._modules.values())[index]
 
     def __len__(self) -> int:
         return len(self._modules)

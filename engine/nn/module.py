@@ -83,7 +83,10 @@ class Module:
             setattr(self, name, param)
 
     def add_module(self, name: str, module: "Module") -> None:
-        """Register ``module`` as a child under ``name``."""
+        """Register ``module`` as a child under ``name``; TypeError for anything else, as
+        torch (an attribute of another type would not be a child)."""
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
         setattr(self, name, module)
 
     # -- traversal ------------------------------------------------------------------

@@ -195,3 +195,16 @@ def test_assigning_something_else_over_a_parameter_or_a_child_raises_as_in_torch
     layer.weight = nn.Parameter(np.zeros((2, 2), dtype=np.float32))  # a Parameter replaces it
     model.extra = engine.ones(2)  # a new name: a plain attribute
     assert [name for name, _ in model.named_parameters()] == ["0.weight", "0.bias"]  # in place
+
+
+def test_sequential_takes_an_ordered_dict_of_named_modules_as_torchs_does():
+    from collections import OrderedDict
+
+    model = nn.Sequential(OrderedDict([("fc", nn.Linear(2, 3)), ("act", nn.ReLU())]))
+    assert len(model) == 2 and model(engine.ones(1, 2)).shape == (1, 3)
+    assert list(model.state_dict()) == ["fc.weight", "fc.bias"]  # torch's keys
+    assert [name for name, _ in model[1:].named_children()] == ["act"]
+    with pytest.raises(TypeError, match="function is not a Module subclass"):
+        nn.Sequential(nn.Linear(2, 2), lambda x: x)  # it would be skipped silently
+    with pytest.raises(TypeError, match="int is not a Module subclass"):
+        nn.Module().add_module("five", 5)
