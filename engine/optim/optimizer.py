@@ -35,6 +35,9 @@ class Optimizer:
         self.defaults = dict(defaults)
         self.state: Dict[Tensor, Dict[str, Any]] = {}
         self.param_groups: List[Dict[str, Any]] = []
+        if isinstance(params, Tensor):  # list() would make each of its rows a parameter
+            raise TypeError("params argument given to the optimizer should be an iterable "
+                            "of Tensors or dicts, but got a Tensor")
         groups = list(params)
         if not groups:
             raise ValueError("optimizer got an empty parameter list")
@@ -52,8 +55,11 @@ class Optimizer:
         params = group["params"]
         params = [params] if isinstance(params, Tensor) else list(params)
         for param in params:
-            if not isinstance(param, Tensor) or not param.is_leaf:
+            if not isinstance(param, Tensor):
                 raise TypeError(f"optimizers take leaf Tensors, got {type(param).__name__}")
+            if not param.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor (an op's output); "
+                                 "optimize the leaves it was computed from")
         if len({id(p) for p in params}) != len(params):
             # torch 2.x warns and keeps them (an error is planned, pytorch/pytorch#40967);
             # the message starts as torch's so the same warning filters apply

@@ -215,3 +215,11 @@ def test_closure_is_evaluated_with_grad_enabled():
         loss = opt.step(closure)
     assert loss.item() == 9.0
     np.testing.assert_allclose(p.data, [3.0 - 0.6])
+
+
+def test_a_tensor_or_a_non_leaf_given_as_parameters_is_refused_with_torchs_messages():
+    leaf = engine.ones(3, 2)  # iterating it would give its rows, leaves of their own
+    with pytest.raises(TypeError, match="iterable of Tensors or dicts, but got a Tensor"):
+        SGD(leaf, lr=0.1)
+    with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+        SGD([engine.ones(2, requires_grad=True) * 2], lr=0.1)
