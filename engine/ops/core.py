@@ -9,10 +9,11 @@ An op is a class with two static methods:
   input, each already reduced to that input's shape; ``needs[i]`` says whether
   input ``i`` wants one.  It must not modify ``grad``.
 
-Inputs may be Tensors, ndarrays or Python scalars; only Tensors that require grad
-get an edge.  Python scalars are passed to numpy as they are, so ``t * 2.0`` keeps
-``t``'s dtype (numpy's rules for Python scalars).  A node is recorded only when grad
-mode is on and some input requires grad; the mode is read once per call.
+Inputs may be Tensors, ndarrays, lists (made arrays) or Python scalars; only Tensors
+that require grad get an edge.  Python scalars are passed to numpy as they are, so
+``t * 2.0`` keeps ``t``'s dtype (numpy's rules for Python scalars).  A node is
+recorded only when grad mode is on and some input requires grad; the mode is read
+once per call.
 """
 from __future__ import annotations
 
@@ -103,11 +104,11 @@ def binary(op: type, a: Any, b: Any, *params: Any) -> Tensor:
     if isinstance(a, Tensor):
         data_a, grad_a = a.data, a.requires_grad
     else:
-        data_a, grad_a = a, False
+        data_a, grad_a = _constant(a), False
     if isinstance(b, Tensor):
         data_b, grad_b = b.data, b.requires_grad
     else:
-        data_b, grad_b = b, False
+        data_b, grad_b = _constant(b), False
     out, saved = op.forward(data_a, data_b, *params)
     if out.__class__ is not ndarray:
         out = _asarray(out)
@@ -129,7 +130,7 @@ def nary(op: type, inputs: Sequence[Any], *params: Any) -> Tensor:
                 needs.append(True)
                 continue
         else:
-            arrays.append(x)
+            arrays.append(_constant(x))
         edges.append(NO_EDGE)
         needs.append(False)
     out, saved = op.forward(arrays, *params)
@@ -138,6 +139,13 @@ def nary(op: type, inputs: Sequence[Any], *params: Any) -> Tensor:
     if True in needs:
         return Tensor(out, True, OpNode(op, saved, tuple(edges), tuple(needs)))
     return Tensor(out)
+
+
+def _constant(x: Any) -> Any:
+    """A non-Tensor input as forward and backward see it: a list or tuple becomes an array
+    (backward rules read its shape and compute with it, as forward's numpy did), a Python
+    scalar stays one, so ``t * 2.0`` keeps ``t``'s dtype."""
+    return _asarray(x) if isinstance(x, (list, tuple)) else x
 
 
 def as_array(x: Any) -> Any:

@@ -107,6 +107,18 @@ def test_gradients_are_reduced_to_each_inputs_shape(rng):
     np.testing.assert_allclose(a.grad[:, 0], np.full(3, b.data.sum()))
 
 
+@pytest.mark.parametrize("fn, expected", [
+    (lambda w: engine.matmul([[1.0, 2.0]], w), [[1.0] * 3, [2.0] * 3]),
+    (lambda w: engine.matmul(w.T, [1.0, 2.0]), [[1.0] * 3, [2.0] * 3]),
+    (lambda w: engine.pow(w, [1.0, 2.0, 3.0]), [[1.0, 2.0, 3.0]] * 2),
+    (lambda w: engine.clip(w, [0.0, 0.0, 0.0], 2.0), [[1.0] * 3] * 2),
+], ids=["matmul_left", "matmul_right", "pow_exponent", "clip_bound"])
+def test_an_operand_given_as_a_list_is_a_constant_in_backward_too(fn, expected):
+    w = engine.tensor(np.ones((2, 3)), requires_grad=True)
+    fn(w).sum().backward()
+    np.testing.assert_array_equal(w.grad, expected)
+
+
 def test_max_splits_the_gradient_evenly_between_ties():
     x = engine.tensor([1.0, 3.0, 3.0], requires_grad=True)
     engine.max(x).backward()
