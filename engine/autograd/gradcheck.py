@@ -101,7 +101,8 @@ def gradcheck(fn: Callable[..., Any], inputs: Any, eps: float = 1e-6, atol: floa
                     f"Jacobian mismatch for output {o} with respect to input {position} "
                     f"(shape {checked[i].shape}): max difference {np.abs(a - n).max():.3g} "
                     f"at output element {k}, input element "
-                    f"{np.unravel_index(j, checked[i].shape)}: analytical {a[k, j]:.6g}, "
+                    f"{tuple(map(int, np.unravel_index(j, checked[i].shape)))}: "
+                    f"analytical {a[k, j]:.6g}, "
                     f"numerical {n[k, j]:.6g}"
                 )
     return True

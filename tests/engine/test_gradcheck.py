@@ -32,6 +32,9 @@ def test_gradcheck_names_the_input_and_the_max_difference(rng):
     y = engine.tensor(rng.standard_normal(3), requires_grad=True)
     with pytest.raises(GradcheckError, match=r"input 1 .*max difference 0\.5"):
         engine.gradcheck(WrongSquare.apply, (x, y))
+    x2, y2 = (engine.tensor(np.ones((2, 2)), requires_grad=True) for _ in range(2))
+    with pytest.raises(GradcheckError, match=r"input element \(0, 0\): analytical 1\.5"):
+        engine.gradcheck(WrongSquare.apply, (x2, y2))
 
 
 def test_gradcheck_perturbs_an_input_whose_array_is_not_contiguous(rng):
