@@ -20,6 +20,7 @@ follows the same rules:
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Optional, Set
 
 import numpy as np
@@ -62,6 +63,12 @@ def merge_gradient(
     return np.array(grad, dtype=like.dtype, copy=True)
 
 
+# Backward passes on several threads may reach one leaf (an RPC server's handlers
+# training one model): reading and replacing its .grad must not interleave, or one
+# pass's gradient is lost. torch's accumulation is thread-safe too.
+_into_grad_lock = threading.Lock()
+
+
 class IntoGrad:
     """The default leaf sink: accumulate into ``tensor.grad``."""
 
@@ -72,7 +79,8 @@ class IntoGrad:
 
     def __call__(self, tensor: Any, grad: Optional[np.ndarray]) -> None:
         if grad is not None:
-            tensor.grad = merge_gradient(tensor.grad, grad, tensor, self.claimed)
+            with _into_grad_lock:
+                tensor.grad = merge_gradient(tensor.grad, grad, tensor, self.claimed)
             hooks = tensor.post_accumulate_grad_hooks
             if hooks:
                 for hook in list(hooks):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -103,6 +104,26 @@ def test_a_function_gets_an_array_for_a_0d_output_used_twice():
     y = Square.apply(x)
     (y * y + y).backward()
     assert received == [np.ndarray] and x.grad == (2 * 9.0 + 1) * 6.0
+
+
+def test_backward_passes_on_several_threads_lose_no_gradient_of_a_shared_leaf():
+    # as an RPC server's handler threads training one model; torch's accumulation is
+    # thread-safe too. Large arrays: numpy lets other threads run while it adds them
+    w = engine.tensor(np.zeros(1_000_000), requires_grad=True)
+    threads, passes = 4, 20
+    start = threading.Barrier(threads)
+
+    def train() -> None:
+        start.wait(10)
+        for _ in range(passes):
+            (w * 1.0).sum().backward()
+
+    workers = [threading.Thread(target=train) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+    assert w.grad.min() == w.grad.max() == threads * passes
 
 
 def test_a_tensor_used_twice_gets_the_sum_of_both_paths():
