@@ -39,7 +39,8 @@ def _step(local_optimizer: Any, context_id: int) -> None:
 
 
 class DistributedOptimizer:
-    """`optimizer_class(params, *args, **kwargs)` on every owner of `param_rrefs`."""
+    """`optimizer_class(params, *args, **kwargs)` on every owner of `param_rrefs`, made
+    before the constructor returns (an owner's error raises here)."""
 
     def __init__(self, optimizer_class: Type[Optimizer], param_rrefs: Sequence[Any],
                  *args: Any, **kwargs: Any):
@@ -49,6 +50,9 @@ class DistributedOptimizer:
         self.remote_optimizers = [
             actors.remote(owner, _LocalOptimizer, args=(optimizer_class, rrefs, args, kwargs))
             for owner, rrefs in by_owner.items()]
+        # As torch's: an optimizer an owner cannot make (a bad argument) raises here,
+        # not at the first step after a whole forward and backward.
+        actors.wait_all([optimizer.confirmed() for optimizer in self.remote_optimizers])
 
     def step(self, context_id: int) -> None:
         """Apply every owner's gradients of `context_id`, concurrently; errors raise here."""

@@ -120,3 +120,12 @@ def test_concurrent_distributed_optimizers_on_the_same_parameters_lose_no_update
         final = weight.to_here().data
     assert not errors
     np.testing.assert_allclose(final, start - 0.5 * 5 * (1.0 + 2.0))
+
+
+def test_a_bad_optimizer_argument_raises_when_the_distributed_optimizer_is_made(world3):
+    # torch waits for every owner's optimizer, so the error comes before any training
+    weights = [actors.remote(f"worker{i}", workers.make_param, args=(i, (3,))) for i in (1, 2)]
+    with pytest.raises(ValueError, match="non-negative"):
+        DistributedOptimizer(optim.SGD, weights, lr=-1.0)
+    with pytest.raises(TypeError, match="bogus"):
+        DistributedOptimizer(optim.Adam, weights, lr=0.1, bogus=3)
