@@ -2,7 +2,8 @@
 and their ``*_like`` forms.
 
 Factories default to float32, as in torch.  ``tensor(ndarray)`` copies and keeps the
-array's dtype; ``tensor`` of Python floats gives float32, of Python ints int64.
+array's dtype, and so does ``tensor`` of a numpy scalar; ``tensor`` of Python floats
+gives float32, of Python ints int64.
 ``from_numpy`` shares the array instead of copying it.
 """
 from __future__ import annotations
@@ -35,7 +36,8 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (array, nested lists, scalar or Tensor)."""
     if isinstance(data, Tensor):
         data = data.data
-    if isinstance(data, np.ndarray) or dtype is not None:
+    # a numpy scalar (np.float64 is a float too) has its dtype, as an array: torch keeps it
+    if isinstance(data, (np.ndarray, np.generic)) or dtype is not None:
         array = np.array(data, dtype=dtype, copy=True)
     else:
         array = np.array(data)

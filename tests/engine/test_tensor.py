@@ -34,6 +34,13 @@ def test_tensor_of_an_ndarray_copies_it_and_keeps_its_dtype():
     assert t.data[0] == 0
 
 
+def test_tensor_of_a_numpy_scalar_keeps_its_dtype_as_torchs_does():
+    values = np.array([0.1, 0.2])
+    t = engine.tensor(values[0], requires_grad=True)  # np.float64, a float subclass
+    assert t.dtype == np.float64 and t.item() == 0.1
+    assert engine.tensor(np.float32(1.5)).dtype == np.float32
+
+
 def test_tensor_of_python_floats_is_float32_and_of_ints_is_int64():
     assert engine.tensor([1.0, 2.0]).dtype == np.float32
     assert engine.tensor(3.0).dtype == np.float32
