@@ -1,13 +1,15 @@
 """Whether new operations record a backward graph (per thread, as in torch).
 
 ``no_grad()``, ``enable_grad()`` and ``set_grad_enabled(mode)`` are context managers
-and decorators.  The flag is thread-local: an RPC handler thread starts with grad
-enabled whatever the calling thread does.  Ops read ``grad_state.enabled`` once per
-call, and only when an input requires grad.
+and decorators (of generator functions too: each step of the body runs in the mode).
+The flag is thread-local: an RPC handler thread starts with grad enabled whatever the
+calling thread does.  Ops read ``grad_state.enabled`` once per call, and only when an
+input requires grad.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from typing import Any, Callable, TypeVar
 
@@ -42,13 +44,7 @@ class set_grad_enabled:
     def __call__(self, fn: F) -> F:
         mode = grad_state.enabled
         grad_state.enabled = self._previous  # used as a decorator: undo the eager set
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with set_grad_enabled(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper  # type: ignore[return-value]
+        return _decorated(fn, lambda: set_grad_enabled(mode))
 
 
 class _ModeScope:
@@ -74,14 +70,41 @@ class _ModeScope:
         grad_state.enabled = self._previous.pop()
 
     def __call__(self, fn: F) -> F:
-        scope = type(self)
+        return _decorated(fn, type(self))
 
+
+def _decorated(fn: F, scope: Callable[[], Any]) -> F:
+    """`fn` run inside ``scope()``. A generator function runs each step of its body in
+    the scope and hands the caller back its own mode between steps, as torch's
+    decorators do (a plain wrapper would only cover making the generator)."""
+    if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with scope():
-                return fn(*args, **kwargs)
+        def generator(*args: Any, **kwargs: Any) -> Any:
+            steps = fn(*args, **kwargs)
+            resume, sent = steps.send, None
+            while True:
+                try:
+                    with scope():
+                        item = resume(sent)
+                except StopIteration as stop:
+                    return stop.value
+                try:
+                    resume, sent = steps.send, (yield item)
+                except GeneratorExit:
+                    with scope():
+                        steps.close()
+                    raise
+                except BaseException as thrown:  # noqa: BLE001 - thrown into the body
+                    resume, sent = steps.throw, thrown
 
-        return wrapper  # type: ignore[return-value]
+        return generator  # type: ignore[return-value]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with scope():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 class no_grad(_ModeScope):

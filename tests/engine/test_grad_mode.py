@@ -55,3 +55,27 @@ def test_grad_mode_is_per_thread():
         thread.start()
         thread.join()
     assert seen == [True]
+
+
+@pytest.mark.parametrize("decorator", [engine.no_grad, lambda: engine.no_grad,
+                                       lambda: engine.set_grad_enabled(False)],
+                         ids=["no_grad()", "no_grad", "set_grad_enabled(False)"])
+def test_a_decorated_generator_runs_its_body_in_the_mode_and_the_caller_in_its_own(decorator):
+    x = engine.ones(2, requires_grad=True)
+
+    @decorator()
+    def predictions(count):
+        for _ in range(count):
+            received = yield x * 2.0
+            assert received is None or not engine.is_grad_enabled()
+        return "done"
+
+    items = predictions(3)
+    first = next(items)
+    assert not first.requires_grad  # the body ran without recording, as torch's
+    assert engine.is_grad_enabled() and (x * 2.0).requires_grad  # the caller's mode
+    assert not items.send("sent").requires_grad
+    assert not next(items).requires_grad
+    with pytest.raises(StopIteration) as stop:
+        next(items)
+    assert stop.value.value == "done" and engine.is_grad_enabled()
