@@ -162,6 +162,9 @@ class Tensor:
         ``.grad`` (torch's name); returns a handle whose ``remove()`` unregisters it."""
         if self.grad_fn is not None:
             raise AutogradError("post-accumulate-grad hooks can only be registered on leaves")
+        if not self.requires_grad:  # no gradient ever reaches it: the hook would never run
+            raise AutogradError("cannot register a hook on a tensor that doesn't require "
+                                "gradient")
         if not callable(hook):
             raise TypeError(f"hook must be callable, got {type(hook).__name__}")
         if self.post_accumulate_grad_hooks is None:

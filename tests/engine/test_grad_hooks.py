@@ -21,6 +21,12 @@ def test_a_post_accumulate_grad_hook_sees_the_accumulated_gradient_once_per_pass
         (leaf * 2).register_post_accumulate_grad_hook(print)
 
 
+def test_a_hook_on_a_tensor_that_does_not_require_grad_is_refused_as_in_torch():
+    frozen = Tensor(np.array([1.0, 2.0]))  # its hook could never run
+    with pytest.raises(AutogradError, match="doesn't require gradient"):
+        frozen.register_post_accumulate_grad_hook(print)
+
+
 def test_a_post_accumulate_grad_hook_does_not_run_when_gradients_go_to_a_sink():
     leaf = Tensor(np.array([1.0, 2.0]), requires_grad=True)
     seen, sunk = [], []
