@@ -30,9 +30,11 @@ class Sum(Op):
 class Mean(Op):
     @staticmethod
     def forward(x, axis, keepdims):
+        if not x.size:  # torch's nan, without numpy's "Mean of empty slice" warnings; the
+            # gradient is empty, whatever it is divided by
+            return np.sum(x, axis=axis, keepdims=keepdims) * np.nan, (x.shape, axis, 1)
         out = np.mean(x, axis=axis, keepdims=keepdims)
-        size = np.size(out)
-        return out, (x.shape, axis, x.size // size if size else 1)
+        return out, (x.shape, axis, x.size // np.size(out))
 
     @staticmethod
     def backward(saved, grad, needs):

@@ -119,6 +119,17 @@ def test_an_operand_given_as_a_list_is_a_constant_in_backward_too(fn, expected):
     np.testing.assert_array_equal(w.grad, expected)
 
 
+def test_the_mean_over_an_empty_axis_is_nan_without_warnings_as_in_torch():
+    x = engine.zeros(0, 3, dtype=np.float64, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        means = x.mean(axis=0)
+        assert means.shape == (3,) and np.isnan(means.data).all()
+        assert np.isnan(engine.mean(x).item()) and x.mean(axis=1).shape == (0,)
+        (means.sum() + x.mean(axis=1).sum()).backward()
+    assert x.grad.shape == (0, 3)
+
+
 def test_max_splits_the_gradient_evenly_between_ties():
     x = engine.tensor([1.0, 3.0, 3.0], requires_grad=True)
     engine.max(x).backward()
