@@ -8,6 +8,11 @@ and a slice on the callee's track from the request received to the reply sent; a
 collective is a slice from ``op_start`` to ``op_end``; each message sent gets an
 arrow to its receipt.
 
+The format allows only slices that nest on one thread track (Perfetto drops the
+others), and calls made or served at once overlap: a process's slices are laid on as
+few thread tracks ("lanes") as keep each track nested (`lanes`), and each arrow
+starts and ends on the lane of its message's slice.
+
 Which process a peer is: an address is a process's mailbox (``mailboxes``); an
 identity is one its actors present (``identities``), else the process that most often
 sent the same request to the receiver just before it arrived from that identity (a
@@ -63,6 +68,7 @@ def merge(recordings: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
                        "args": {"name": label.replace("  ", " ")}})
     sends: Dict[Key, List[float]] = defaultdict(list)
     receipts: Dict[Key, List[float]] = defaultdict(list)
+    slices: List[Tuple[Dict[str, Any], float]] = []  # each slice and its end (µs)
     guessed = _guess_identities(recordings, by_address, by_identity)
     for pid, rec in enumerate(recordings):
         offset = rec.get("offset_ns", 0)
@@ -90,22 +96,79 @@ def merge(recordings: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
                 opened = open_slices.get((event, entry["peer"], entry["id"]))
                 if opened:
                     start, opening = opened.pop(0)
-                    events.append(_slice(pid, start, ts, opening, entry))
+                    slices.append((_slice(pid, start, ts, opening, entry), ts))
         # What still runs, runs until the recording was taken (not its last entry).
         taken = last if "monotonic_ns" not in rec else (rec["monotonic_ns"] - offset) / 1000.0
         for start, entry in (opened for started in open_slices.values() for opened in started):
             if entry["event"] == "op_start" or entry["event"] == "send" and entry.get("what"):
-                events.append({"ph": "X", "pid": pid, "tid": 0, "ts": start,
-                               "dur": max(0.0, (taken or start) - start),
-                               "name": f"{_name(entry)} (running)", "cat": "running"})
+                end = max(start, taken or start)
+                slices.append(({"ph": "X", "pid": pid, "tid": 0, "ts": start,
+                                "dur": end - start, "name": f"{_name(entry)} (running)",
+                                "cat": "running"}, end))
+    events.extend(lanes(slices, len(recordings)))
     flows, gaps = _flows(sends, receipts)
-    events.extend(flows)
+    events.extend(_on_lanes(flows, slices))
     margins = [rec.get("offset_error_ns", 0) / 1000.0 for rec in recordings]
     shifts = causal_shifts(len(recordings), gaps, margins)
     for event in events:
         if "ts" in event:
             event["ts"] = round(event["ts"] - shifts[event["pid"]], 3)
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def lanes(slices: Sequence[Tuple[Dict[str, Any], float]], count: int
+          ) -> List[Dict[str, Any]]:
+    """Give each slice (with its end) the first thread track of its process where it
+    nests (it ends before the track's open slice does, or nothing is open there); returns
+    the slices and, for each process with more than one, its tracks' names."""
+    open_ends: Dict[int, List[List[float]]] = defaultdict(list)  # pid -> lane -> ends
+    for event, end in sorted(slices, key=lambda pair: (pair[0]["ts"], -pair[1])):
+        stacks = open_ends[event["pid"]]
+        for stack in stacks:
+            while stack and stack[-1] <= event["ts"]:  # ended before this one starts
+                stack.pop()
+        lane = next((lane for lane, stack in enumerate(stacks)
+                     if not stack or end <= stack[-1]), len(stacks))
+        if lane == len(stacks):
+            stacks.append([])
+        stacks[lane].append(end)
+        event["tid"] = lane
+    names = [{"ph": "M", "name": "thread_name", "pid": pid, "tid": lane,
+              "args": {"name": "calls" if lane == 0 else f"calls at once {lane}"}}
+             for pid in range(count) if len(open_ends[pid]) > 1
+             for lane in range(len(open_ends[pid]))]
+    return names + [event for event, _ in slices]
+
+
+def _on_lanes(flows: List[Dict[str, Any]], slices: Sequence[Tuple[Dict[str, Any], float]]
+              ) -> List[Dict[str, Any]]:
+    """Put each arrow's end on the lane of the slice its message starts or ends (a call,
+    a reply), else of the latest one around it (a collective's data); an end that no
+    slice holds (data that came before its collective began) binds to the next slice."""
+    edges: Dict[Tuple[int, float], int] = {}
+    spans: Dict[int, List[Tuple[float, float, int]]] = defaultdict(list)
+    for event, end in slices:
+        edges.setdefault((event["pid"], event["ts"]), event["tid"])
+        edges.setdefault((event["pid"], end), event["tid"])
+        spans[event["pid"]].append((event["ts"], end, event["tid"]))
+    for held in spans.values():
+        held.sort()
+    for flow in flows:
+        lane = edges.get((flow["pid"], flow["ts"]))
+        if lane is None:
+            lane = _around(spans[flow["pid"]], flow["ts"])
+        if lane is None:
+            flow.pop("bp", None)
+        flow["tid"] = lane or 0
+    return flows
+
+
+def _around(spans: List[Tuple[float, float, int]], ts: float) -> Optional[int]:
+    """The lane of the latest-starting of `spans` (sorted) that holds `ts`, if any."""
+    for index in range(bisect_right(spans, (ts, float("inf"), 0)) - 1, -1, -1):
+        if spans[index][1] >= ts:
+            return spans[index][2]
+    return None
 
 
 def causal_shifts(count: int, gaps: Dict[Tuple[int, int], float], margins: Sequence[float]

@@ -19,6 +19,24 @@ pytestmark = pytest.mark.timeout(180)
 BIG_RECORDER = {"ACTORGRAD_FLIGHT_RECORDER_SIZE": "20000"}
 
 
+def _check_tracks(events: list) -> None:
+    """Every thread track's slices nest (the format allows no other overlap), and every
+    arrow bound to its enclosing slice has one on its own track."""
+    tracks = {}
+    for e in sorted((e for e in events if e["ph"] == "X"), key=lambda e: (e["ts"], -e["dur"])):
+        stack = tracks.setdefault((e["pid"], e["tid"]), [])
+        while stack and stack[-1]["ts"] + stack[-1]["dur"] <= e["ts"]:
+            stack.pop()
+        assert not stack or e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"], \
+            (stack[-1], e)
+        stack.append(e)
+    slices = [e for e in events if e["ph"] == "X"]
+    loose = [f for f in events if f["ph"] == "s" or f["ph"] == "f" and f.get("bp") == "e"
+             if not any(s["pid"] == f["pid"] and s["tid"] == f["tid"]
+                        and s["ts"] <= f["ts"] <= s["ts"] + s["dur"] for s in slices)]
+    assert not loose, loose[:5]
+
+
 def _check_timeline(trace: dict) -> None:
     events = trace["traceEvents"]
     starts = {e["id"]: e for e in events if e["ph"] == "s"}
@@ -26,6 +44,7 @@ def _check_timeline(trace: dict) -> None:
     assert starts.keys() == ends.keys()
     late = [(starts[i], ends[i]) for i in starts if starts[i]["ts"] > ends[i]["ts"]]
     assert not late, late[:5]
+    _check_tracks(events)
     calls = [e for e in starts.values() if e["name"] == "RPC_CALL"]
     assert len(calls) >= 2000  # 1,000 requests and their 1,000 replies
     assert sum(e["name"] == "PG_DATA" for e in starts.values()) >= 100 * 3 * 2
@@ -84,6 +103,37 @@ def test_a_request_and_its_reply_become_two_arrows_and_slices_on_both_sides():
     slices = sorted((e["pid"], e["name"], e["ts"], e["dur"]) for e in events if e["ph"] == "X")
     assert slices == [(0, "mod.f", 1.0, 8.0), (0, "mod.g (running)", 9.5, 0.0),
                       (1, "all_reduce #0", 7.0, 1.0), (1, "serve RPC_CALL", 3.0, 3.0)]
+
+
+def test_calls_at_once_go_on_tracks_where_each_nests_and_arrows_follow_them():
+    # f is sent, then g; f's reply comes first: the two slices overlap without nesting
+    caller = _recording(0, [{**_entry(1000, "send", "tcp://b", 5), "what": "mod.f"},
+                            {**_entry(2000, "send", "tcp://b", 6), "what": "mod.g"},
+                            _entry(5000, "recv_reply", "tcp://b", 5),
+                            _entry(8000, "recv_reply", "tcp://b", 6)], "tcp://a")
+    callee = _recording(1, [_entry(1500, "recv", "beef", 5), _entry(2500, "recv", "beef", 6),
+                            _entry(4500, "send_reply", "beef", 5),
+                            _entry(7500, "send_reply", "beef", 6),
+                            _entry(9000, "recv", "beef", 0, kind="PG_DATA"),
+                            _entry(9500, "op_start", "0", 0, kind="all_reduce"),
+                            _entry(9800, "op_end", "0", 0, kind="all_reduce")], "tcp://b")
+    caller["entries"] += [_entry(8400, "op_start", "0", 0, kind="all_reduce"),
+                          _entry(8500, "send", "tcp://b", 0, kind="PG_DATA"),
+                          _entry(8600, "op_end", "0", 0, kind="all_reduce")]
+    events = merge([caller, callee])["traceEvents"]
+    _check_tracks(events)
+    assert sorted((e["pid"], e["tid"], e["name"]) for e in events if e["ph"] == "X") == [
+        (0, 0, "all_reduce #0"), (0, 0, "mod.f"), (0, 1, "mod.g"), (1, 0, "all_reduce #0"),
+        (1, 0, "serve RPC_CALL"), (1, 1, "serve RPC_CALL")]
+    arrows = sorted((e["pid"], e["ts"], e["ph"], e["tid"]) for e in events if e["ph"] in "sf")
+    assert arrows == [(0, 1.0, "s", 0), (0, 2.0, "s", 1), (0, 5.0, "f", 0), (0, 8.0, "f", 1),
+                      (0, 8.5, "s", 0), (1, 1.5, "f", 0), (1, 2.5, "f", 1), (1, 4.5, "s", 0),
+                      (1, 7.5, "s", 1), (1, 9.0, "f", 0)]
+    # the data came before its collective began: it binds to the next slice, not around
+    early = next(e for e in events if e["ph"] == "f" and e["ts"] == 9.0)
+    assert "bp" not in early
+    assert {e["args"]["name"] for e in events if e["name"] == "thread_name"} == {
+        "calls", "calls at once 1"}
 
 
 def test_what_still_runs_lasts_until_the_recording_was_taken():
