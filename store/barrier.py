@@ -4,12 +4,14 @@ The RPC world, the static rendezvous and the launcher's exit all meet this way.
 Keys: `<name>/arrived` (the count) and `<name>/open`; members that name themselves
 arrive in `<name>/members` ("0,2,") instead of the count, so that a barrier can open
 without members known to be lost (`wait_open`'s `lost`). A wait at a barrier that
-lasts says how many have arrived (`arrived_text`), not which key it waits for.
+lasts says how many have arrived (`arrived_text`), and which members have not when
+they name themselves, not which key it waits for.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Set
+from typing import Callable, Optional, Sequence, Set
 
+from store.agreement import ranks_text
 from store.base import Store
 from store.waiting import wait_keys
 
@@ -17,12 +19,16 @@ _FOREVER = 10.0 ** 9
 LOST_CHECK_EVERY = 0.25  # seconds between two looks at which members were lost
 
 
-def arrived_text(label: str, arrived: int, count: Optional[int], members: str = "") -> str:
+def arrived_text(label: str, arrived: int, count: Optional[int], members: str = "",
+                 missing: Sequence[int] = ()) -> str:
     """What a caller waits for at a barrier, e.g. ``store barrier 'x': 3 of 4 arrived``
-    or, naming the `members`, ``static rendezvous 'job' round 1: 1 of 2 nodes arrived``."""
+    or, naming the `members`, ``static rendezvous 'job' round 1: 1 of 2 nodes arrived``;
+    with the `missing` members, when they arrive naming themselves,
+    ``rpc shutdown of 'w1': 2 of 3 workers arrived (missing: rank 0)``."""
     of = f" of {count}" if count else ""
     who = f" {members}" if members else ""
-    return f"{label}: {arrived}{of}{who} arrived"
+    absent = f" (missing: {ranks_text(list(missing))})" if missing else ""
+    return f"{label}: {arrived}{of}{who} arrived{absent}"
 
 
 def arrive(store: Store, name: str, count: int, member: Optional[int] = None) -> None:
@@ -55,10 +61,6 @@ def _members(store: Store, name: str) -> Set[int]:
     return members_at(store, f"{name}/members")
 
 
-def _arrived(store: Store, name: str) -> int:
-    return len(_members(store, name)) or store.add(f"{name}/arrived", 0)
-
-
 def wait_open(store: Store, name: str, timeout: Optional[float], count: Optional[int] = None,
               label: Optional[str] = None, members: str = "",
               lost: Optional[Callable[[], Set[int]]] = None) -> Set[int]:
@@ -68,13 +70,16 @@ def wait_open(store: Store, name: str, timeout: Optional[float], count: Optional
     the barrier also opens once every member but those has arrived; members then
     arrive naming themselves, so that one lost after it arrived is not counted twice.
     Returns the members it opened without (empty without `lost`).
-    A long wait reports how many have arrived (`arrived_text`; `label` defaults to
-    ``store barrier '<name>'``).
+    A long wait reports how many have arrived and, of members that name themselves,
+    which have not (`arrived_text`; `label` defaults to ``store barrier '<name>'``).
     """
     label = label or f"store barrier {name!r}"
 
     def what() -> str:
-        return arrived_text(label, _arrived(store, name), count, members)
+        named = _members(store, name)
+        missing = sorted(set(range(count)) - named) if named and count else []
+        return arrived_text(label, len(named) or store.add(f"{name}/arrived", 0), count,
+                            members, missing)
 
     def enough() -> bool:
         arrived = _members(store, name)

@@ -101,6 +101,24 @@ def test_a_long_barrier_says_how_many_arrived_and_nothing_of_its_keys(quick_repo
         store.close()
 
 
+def test_a_long_barrier_of_members_that_name_themselves_names_those_missing(quick_reports):
+    store = HashStore(timeout=10)
+    try:
+        arrive(store, "x", 4, member=2)
+        with structlog.testing.capture_logs() as logs:
+            thread, outcome = in_thread(barrier, store, "x", 4, 10.0, "rpc shutdown of 'w1'",
+                                        "workers", 1)
+            assert wait_until(lambda: reports(logs), timeout=10)
+            arrive(store, "x", 4, member=0)
+            arrive(store, "x", 4, member=3)
+            thread.join(10)
+        assert outcome == [None]
+        assert reports(logs)[0].startswith(
+            "rpc shutdown of 'w1': 2 of 4 workers arrived (missing: ranks 0, 3) for ")
+    finally:
+        store.close()
+
+
 def test_a_client_waiting_for_its_server_says_where_it_connects_then_connects(quick_reports):
     from store import TCPStore
     from tests.net import free_port
