@@ -12,8 +12,10 @@ from typing import List, Optional
 
 from store.base import Store
 
-from . import (calls, collectives, format_chain, format_stack_report, snapshot, stacks, trace,
+from . import (collectives, format_chain, format_stack_report, snapshot, stacks, trace,
                trace_files)
+from .chains import call_chains
+from .diagnosis import OK, Probe, silent_line
 from .probe import DEFAULT_TIMEOUT, open_store, parse_store
 
 PROG = "python -m actors.debug"
@@ -119,6 +121,16 @@ def _write_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calls_report(statuses: List[dict]) -> List[str]:
+    """The chains of calls in flight, then a line per process that did not answer: a
+    chain may run through it, and its own calls are not in view."""
+    chains = call_chains([status for status in statuses if status["state"] == OK])
+    lines = [format_chain(chain) for chain in chains] or ["no calls in flight"]
+    return lines + [silent_line(Probe(status.get("rank"), status["state"], None,
+                                      status.get("reason", "")))
+                    for status in statuses if status["state"] != OK]
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "trace":
@@ -137,9 +149,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             for status in snapshot(store, args.timeout):
                 print(json.dumps(status, sort_keys=True))
         elif args.command == "calls":
-            chains = calls(store, args.timeout)
-            print("\n".join(format_chain(c) for c in chains) if chains
-                  else "no calls in flight")
+            print("\n".join(_calls_report(snapshot(store, args.timeout))))
         elif args.command == "stacks":
             answers = stacks(store, args.rank, args.timeout)
             print("\n\n".join(format_stack_report(a) for a in answers) if answers

@@ -46,8 +46,14 @@ def diagnose(probes: Sequence[Probe]) -> List[str]:
             named |= mentioned
     for rank, probe in sorted(silent.items(), key=lambda item: (item[0] is None, item[0] or 0)):
         if rank not in named:
-            lines.append(f"rank {rank} {_silence(probe)}")
+            lines.append(silent_line(probe))
     return lines or ["no collective in progress"]
+
+
+def silent_line(probe: Probe) -> str:
+    """The line that says a process did not answer, and why it may be: ``rank 2 did not
+    answer in time: hung or stopped (no answer within 2 s)``."""
+    return f"rank {probe.rank} {_silence(probe)}"
 
 
 def _group_line(group_id: str, ranks: List[int], seen: Dict[int, dict],

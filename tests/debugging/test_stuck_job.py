@@ -54,6 +54,22 @@ def test_calls_names_the_chain_the_stuck_function_and_its_age(scenario, tmp_path
         assert w2["messages"]["RPC_CALL"]["msgs_in"] >= 1
 
 
+def test_calls_names_a_process_that_does_not_answer(tmp_path):
+    with job("chain", tmp_path) as running:
+        assert wait_until(lambda: any(len(c.workers) == 3 for c in debug.calls(running.spec)),
+                          60, 0.2), [r.read_text() for r in running.logs]
+        os.kill(running.procs[2].pid, signal.SIGSTOP)
+        try:
+            out = command("calls", "--store", running.spec, "--timeout", "1")
+        finally:
+            os.kill(running.procs[2].pid, signal.SIGCONT)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert re.fullmatch(r"w0 → w1 → w2  __main__\.stuck_here  \d+\.\d s", lines[0]), lines
+        assert lines[1:] == ["rank 2 did not answer in time: hung or stopped "
+                             "(no answer within 1 s)"], lines
+
+
 def test_a_job_that_joined_through_etcd_is_found_there(tmp_path, etcd_endpoint, etcd_prefix):
     url = f"etcd://{etcd_endpoint}{etcd_prefix}"
     with job("chain", tmp_path, env={"JOB_INIT_METHOD": url}) as running:
