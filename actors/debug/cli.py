@@ -10,6 +10,7 @@ import json
 import sys
 from typing import List, Optional
 
+from store.agreement import ranks_text
 from store.base import Store
 
 from . import (collectives, format_chain, format_stack_report, snapshot, stacks, trace,
@@ -122,13 +123,20 @@ def _write_trace(args: argparse.Namespace) -> int:
 
 
 def _calls_report(statuses: List[dict]) -> List[str]:
-    """The chains of calls in flight, then a line per process that did not answer: a
-    chain may run through it, and its own calls are not in view."""
+    """The chains of calls in flight, then a line per process that did not answer and
+    one for those that keep no table of calls: a chain may run through them, and their
+    own calls are not in view."""
     chains = call_chains([status for status in statuses if status["state"] == OK])
     lines = [format_chain(chain) for chain in chains] or ["no calls in flight"]
-    return lines + [silent_line(Probe(status.get("rank"), status["state"], None,
-                                      status.get("reason", "")))
-                    for status in statuses if status["state"] != OK]
+    lines += [silent_line(Probe(status.get("rank"), status["state"], None,
+                                status.get("reason", "")))
+              for status in statuses if status["state"] != OK]
+    untracked = [status["rank"] for status in statuses if status["state"] == OK
+                 and status.get("introspection") is False and status.get("rank") is not None]
+    if untracked:
+        lines.append(f"{ranks_text(untracked)}: introspection is off "
+                     "(ACTORGRAD_INTROSPECTION=0), their calls are not in view")
+    return lines
 
 
 def main(argv: Optional[List[str]] = None) -> int:

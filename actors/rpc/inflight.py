@@ -15,7 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
-from actors.runtime.introspection.recorder import describe_callable
+from actors.runtime.introspection.recorder import RECORDING, describe_callable
 from actors.runtime.io.peers import Pending
 from actors.runtime.protocol import Kind, kind_name
 from actors.runtime.protocol.envelope import Message
@@ -45,8 +45,10 @@ def calls_status(sent: Iterable[Pending] = (), waited: Iterable[Waiting] = (),
                 msg.payload[0]), "thread": msg.thread, "thread_name": names.get(msg.thread),
                 "age_s": round(now - msg.received, 3)}
                for msg in served if msg.kind in CALLS and msg.received is not None]
+    # The table of requests in flight is kept for their replies, introspection on or off:
+    # off, a part of the calls alone would read as if the others were not there.
     waiting = list(waited) + [(p.peer, p.what, p.thread, p.started, p.timeout)
-                              for p in sent if p.what is not None]
+                              for p in sent if p.what is not None and RECORDING]
     return {"serving": serving, "waiting": [
         {"peer": callee_of(peer) or peer, "function": called_name(what), "thread": ident,
          "age_s": round(now - start, 3),

@@ -70,6 +70,21 @@ def test_calls_names_a_process_that_does_not_answer(tmp_path):
                              "(no answer within 1 s)"], lines
 
 
+def test_calls_says_which_processes_keep_no_table_of_calls(tmp_path):
+    with job("chain", tmp_path, env={"ACTORGRAD_INTROSPECTION": "0"}) as running:
+        def stuck() -> bool:
+            return any("stuck_here" in line for answer in debug.stacks(running.spec, 2)
+                       for thread in answer["threads"] for line in thread["stack"])
+
+        assert wait_until(stuck, 60, 0.2), [r.read_text() for r in running.logs]
+        out = command("calls", "--store", running.spec)
+        assert out.returncode == 0, out.stderr
+        # not a part of the chain (w1's call to w2 alone) that reads as the whole
+        assert out.stdout.splitlines() == [
+            "no calls in flight", "ranks 0-2: introspection is off (ACTORGRAD_INTROSPECTION=0), "
+            "their calls are not in view"], out.stdout
+
+
 def test_a_job_that_joined_through_etcd_is_found_there(tmp_path, etcd_endpoint, etcd_prefix):
     url = f"etcd://{etcd_endpoint}{etcd_prefix}"
     with job("chain", tmp_path, env={"JOB_INIT_METHOD": url}) as running:

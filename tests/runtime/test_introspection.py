@@ -318,6 +318,9 @@ with Actor(None, name="a") as a, Actor(name="b") as b:
     b.register(Kind.PING, lambda msg: channel.calls_waiting())  # asked while it waits
     assert channel.call(Kind.PING, None, 5) == []
     channel.close()
+    # a request kept for its reply is no call waited on either, while it waits
+    b.register(Kind.PING, lambda msg: b.reply(msg, calls_status(a.requests_in_flight())))
+    assert a.request(b.address, Kind.PING, None, 5, what=len).wait(5)["waiting"] == []
 assert (TRAFFIC.by_kind(), TRAFFIC.entries(), calls_status()) == \\
     ({}, [], {"serving": [], "waiting": []})
 print("off")

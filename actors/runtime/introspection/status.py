@@ -17,7 +17,7 @@ import time
 from typing import Any, Callable, Dict, Optional
 
 from ..protocol import kind_name
-from .recorder import TRAFFIC, Traffic
+from .recorder import RECORDING, TRAFFIC, Traffic
 
 # Set by the launcher for each worker: the rendezvous round, and its nodes in rank order.
 ROUND_VARIABLE = "ACTORGRAD_RDZV_ROUND"
@@ -94,7 +94,7 @@ def process_status(traffic: Traffic = TRAFFIC) -> Dict[str, Any]:
         "rss_bytes": rss_bytes(), "cpu_s": round(time.process_time(), 3),
         "threads": len(sys._current_frames()), "messages": traffic_table(traffic),
         "messages_complete": traffic.complete,
-        "recorder": traffic.ring is not None, **endpoints(),
+        "recorder": traffic.ring is not None, "introspection": RECORDING, **endpoints(),
     }
     if os.environ.get(ROUND_VARIABLE) is not None:
         status["rendezvous"] = rendezvous()
