@@ -1,7 +1,7 @@
 """``python -m actors.debug``: see `actors.debug.cli`."""
 import sys
 
-from actors.debug.cli import main
+from actors.debug.cli import main, run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

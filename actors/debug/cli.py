@@ -1,14 +1,16 @@
 """``python -m actors.debug``: what a running job is doing, from a shell.
 
-Exit status: 0 after printing; 1 when the job's store cannot be reached; 2 for a
-usage error (one line and the usage, no traceback).
+Exit status: 0 after printing; 1 when the job's store cannot be reached, or when what
+reads the output stopped reading (``| head``); 2 for a usage error (one line and the
+usage, no traceback).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from store.agreement import ranks_text
 from store.base import Store
@@ -137,6 +139,19 @@ def _calls_report(statuses: List[dict]) -> List[str]:
         lines.append(f"{ranks_text(untracked)}: introspection is off "
                      "(ACTORGRAD_INTROSPECTION=0), their calls are not in view")
     return lines
+
+
+def run(command: Callable[[], int]) -> int:
+    """Run a command's `main` for ``sys.exit``; a reader that stops reading early
+    (``| head``) ends it with status 1 and no traceback, as it ends other commands."""
+    try:
+        status = command()
+        sys.stdout.flush()  # here, where a closed pipe can still be caught
+        return status
+    except BrokenPipeError:
+        # What is left in stdout's buffer must not fail again at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -1,7 +1,8 @@
 """``python -m actors.top --store HOST:PORT``: the live view (see `actors.top`).
 
 Exit status: 0 (Ctrl-C ends the live view); 1 when the job's store cannot be
-reached, or goes away (the job ended); 2 for a usage error.
+reached, or goes away (the job ended), or what reads the output stopped reading; 2
+for a usage error.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from rich.live import Live
 from rich.table import Table
 
 from actors.debug import snapshot
-from actors.debug.cli import STORE_HELP, positive_seconds, reach_store, store_spec
+from actors.debug.cli import STORE_HELP, positive_seconds, reach_store, run, store_spec
 from actors.debug.probe import DEFAULT_TIMEOUT
 from actors.top import COLUMNS, cells, rows
 from store.errors import StoreError
@@ -86,4 +87,4 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run(main))

@@ -85,6 +85,19 @@ def test_calls_says_which_processes_keep_no_table_of_calls(tmp_path):
             "their calls are not in view"], out.stdout
 
 
+@pytest.mark.parametrize("args", [["actors.debug", "status"], ["actors.top", "--json"]])
+def test_a_reader_that_stops_reading_ends_the_command_without_a_traceback(tmp_path, args):
+    with job("never_enters", tmp_path) as running:
+        assert wait_until(lambda: _published(running.spec, 3), 60, 0.2)
+        # `... | head -0`: the pipe's reader is gone before anything is written
+        proc = subprocess.Popen([sys.executable, "-m", *args, "--store", running.spec],
+                                cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env={**os.environ, "PYTHONPATH": str(ROOT)})
+        proc.stdout.close()
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 1 and b"Traceback" not in err, err.decode()
+
+
 def test_a_job_that_joined_through_etcd_is_found_there(tmp_path, etcd_endpoint, etcd_prefix):
     url = f"etcd://{etcd_endpoint}{etcd_prefix}"
     with job("chain", tmp_path, env={"JOB_INIT_METHOD": url}) as running:
