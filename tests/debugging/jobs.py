@@ -4,12 +4,14 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 from typing import Dict, Iterator, List
 
 from tests.net import free_port
 from tests.subprocesses import ROOT
+from tests.waiting import wait_until
 
 SCRIPT = str(pathlib.Path(__file__).with_name("job.py"))
 
@@ -45,6 +47,11 @@ def job(scenario: str, tmp_path: pathlib.Path, world_size: int = 3,
                 procs.append(subprocess.Popen([sys.executable, SCRIPT, scenario, str(release)],
                                               cwd=ROOT, env=child_env, stdout=out,
                                               stderr=subprocess.STDOUT))
+        # Every question the tests ask goes through the store, whose client gives up
+        # after a few seconds: a loaded host may take longer to start rank 0's.
+        if "JOB_INIT_METHOD" not in (env or {}):
+            assert wait_until(lambda: _listening(port), 60, 0.1), \
+                [p.read_text() for p in logs]
         yield Job(port, procs, logs, release)
     finally:
         release.touch()
@@ -57,3 +64,11 @@ def job(scenario: str, tmp_path: pathlib.Path, world_size: int = 3,
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(10)
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), 0.5).close()
+        return True
+    except OSError:
+        return False
