@@ -32,18 +32,27 @@ def _oldest_call(status: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def _collective(status: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    for group in status.get("collectives") or []:
+    """The collective in progress, else the last one if it failed (the group is then
+    broken, though nothing runs in it: the row must not read as all well)."""
+    groups = status.get("collectives") or []
+    for group in groups:
         current = group.get("current")
         if current:
             return {"op": current["op"], "step": current["step"], "age_s": current["age_s"],
                     "waiting_for": current.get("waiting_for")}
+    for group in groups:
+        last = group.get("last")
+        if last and last.get("error"):
+            return {"op": last["op"], "step": last["step"], "ago_s": last["ago_s"],
+                    "error": last["error"]}
     return None
 
 
 def _state(status: Dict[str, Any]) -> str:
     if status.get("state", "ok") != "ok":
         return status["state"]
-    if _collective(status):
+    collective = _collective(status)
+    if collective and "error" not in collective:
         return "collective"
     rpc = status.get("rpc") or {}
     if rpc.get("serving"):
@@ -62,7 +71,8 @@ def rows(before: Sequence[Dict[str, Any]], now: Sequence[Dict[str, Any]],
         for direction in ("in", "out"):
             delta = _messages(status, direction) - (_messages(previous, direction)
                                                     if previous else 0)
-            rates[direction] = round(delta / seconds, 1) if previous and seconds > 0 else None
+            measured = previous and seconds > 0 and status.get("state", "ok") == "ok"
+            rates[direction] = round(delta / seconds, 1) if measured else None
         found.append({
             "rank": status.get("rank"), "name": status.get("name"),
             "host": status.get("host"), "pid": status.get("pid"), "state": _state(status),
@@ -72,6 +82,18 @@ def rows(before: Sequence[Dict[str, Any]], now: Sequence[Dict[str, Any]],
             "collective": _collective(status), "rss_bytes": status.get("rss_bytes"),
             "cpu_s": status.get("cpu_s"), "reason": status.get("reason")})
     return found
+
+
+def _collective_cell(collective: Optional[Dict[str, Any]]) -> str:
+    if collective is None:
+        return "-"
+    head = f"{collective['op']} #{collective['step']}"
+    if "error" in collective:  # the exception's name: the message is the commands' to give
+        return f"{head} failed {collective['ago_s']:.1f} s ago: " \
+               f"{collective['error'].split(':', 1)[0]}"
+    waits = collective["waiting_for"]
+    return f"{head} {collective['age_s']:.1f} s" + ("" if waits is None
+                                                     else f", waits for rank {waits}")
 
 
 def cells(row: Dict[str, Any]) -> List[str]:
@@ -85,10 +107,7 @@ def cells(row: Dict[str, Any]) -> List[str]:
         "-" if row["msgs_per_s_out"] is None else f"{row['msgs_per_s_out']:g}",
         "-" if call is None else f"{call['function']} {call['age_s']:.1f} s",
         "-" if row["contexts"] is None else str(row["contexts"]),
-        "-" if collective is None else (
-            f"{collective['op']} #{collective['step']} {collective['age_s']:.1f} s"
-            + ("" if collective["waiting_for"] is None
-               else f", waits for rank {collective['waiting_for']}")),
+        _collective_cell(collective),
         "-" if row["rss_bytes"] is None else format_bytes(row["rss_bytes"]),
         "-" if row["cpu_s"] is None else f"{row['cpu_s']:.1f}",
     ]

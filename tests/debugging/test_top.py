@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 import actors.debug as debug
-from actors.top import rows
+from actors.top import COLUMNS, cells, rows
 from tests.debugging.jobs import job
 from tests.subprocesses import ROOT
 from tests.waiting import wait_until
@@ -76,6 +76,23 @@ def test_rates_come_from_two_snapshots():
             "rank": 0, "state": "ok"}]
     [row] = rows(before, now, 2.0)
     assert (row["msgs_per_s_in"], row["msgs_per_s_out"], row["state"]) == (10.0, 0.0, "idle")
+    # a process that did not answer has no rates, not rates of 0
+    [row] = rows(before, [{"host": "h", "pid": 1, "state": "hung", "reason": "no answer"}], 2.0)
+    assert (row["msgs_per_s_in"], row["msgs_per_s_out"]) == (None, None)
+
+
+def test_a_collective_that_failed_shows_with_its_error_until_the_next_one():
+    failed = {"host": "h", "pid": 1, "state": "ok", "rank": 0, "collectives": [{
+        "group": "0", "current": None,
+        "last": {"op": "all_reduce", "step": 1, "ago_s": 2.04,
+                 "error": "RankLostError: rank 2 lost: its connection dropped"}}]}
+    [row] = rows([], [failed], 1.0)
+    assert row["state"] == "idle"
+    assert cells(row)[COLUMNS.index("collective")] == \
+        "all_reduce #1 failed 2.0 s ago: RankLostError"
+    done = {**failed, "collectives": [{"group": "0", "current": None, "last": {
+        "op": "all_reduce", "step": 1, "ago_s": 2.0, "error": None}}]}
+    assert rows([], [done], 1.0)[0]["collective"] is None
 
 
 def test_a_worker_waiting_for_its_call_is_waiting_one_serving_is_busy():
