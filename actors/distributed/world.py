@@ -19,6 +19,7 @@ from typing import Any, List, Optional, Sequence, Union
 
 from actors.debug.directory import publish
 from actors.network import bind_host, workers_on_host
+from actors.runtime.introspection import signals
 from actors.runtime.process import at_exit
 from actors.runtime.process.log import get_logger
 from actors.runtime.process.tuning import keep_freed_memory, share_cores
@@ -63,6 +64,7 @@ def init_process_group(backend: Optional[str] = None, init_method: Optional[str]
                          f"which names the same backend)")
     seconds = to_seconds(DEFAULT_TIMEOUT if timeout is None else timeout, "timeout")
     keep_freed_memory()
+    signals.install()  # from here: a process stuck waiting for the others dumps too
     with _lock:
         if _world is not None:
             raise DistError("the default process group is already initialized; call "

@@ -8,6 +8,7 @@ from typing import Any, Callable, Optional, Union
 
 from actors.network import bind_host
 from actors.runtime import Future
+from actors.runtime.introspection import signals
 from actors.runtime.protocol import serialization
 from actors.runtime.process.log import get_logger
 from actors.runtime.process.tuning import keep_freed_memory, share_cores
@@ -60,6 +61,7 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
         num_worker_threads = rpc_backend_options.num_worker_threads
         init_method = init_method or rpc_backend_options.init_method
     keep_freed_memory()
+    signals.install()  # from here: a process stuck waiting for the others dumps too
     if not allow_pickle:
         serialization.allow_pickle(False)
     seconds = to_seconds(timeout, "timeout")

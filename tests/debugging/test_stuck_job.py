@@ -15,6 +15,7 @@ import actors.debug as debug
 from actors.debug.chains import format_chain
 from tests.debugging.jobs import job
 from tests.leftovers import resources
+from tests.net import free_port
 from tests.subprocesses import ROOT
 from tests.waiting import wait_until
 
@@ -96,6 +97,36 @@ def test_a_reader_that_stops_reading_ends_the_command_without_a_traceback(tmp_pa
         proc.stdout.close()
         _, err = proc.communicate(timeout=30)
         assert proc.returncode == 1 and b"Traceback" not in err, err.decode()
+
+
+JOINS_ALONE = {
+    "init_rpc": "import actors; actors.init_rpc('w0', 0, 2)",
+    "init_process_group": "import actors.distributed as dist; dist.init_process_group()",
+}
+
+
+@pytest.mark.parametrize("joining", sorted(JOINS_ALONE))
+def test_sigusr1_dumps_a_process_still_waiting_for_the_others_to_join(tmp_path, joining):
+    log = tmp_path / "rank0.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", JOINS_ALONE[joining]], cwd=ROOT, stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **SLOW_WAIT, "PYTHONPATH": str(ROOT), "MASTER_ADDR": "127.0.0.1",
+                 "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "2",
+                 "ACTORGRAD_LOG_DIR": str(tmp_path / "flight")})
+    try:
+        assert wait_until(lambda: "waiting for rank 1 of 2 to join" in log.read_text(), 60, 0.1)
+        os.kill(proc.pid, signal.SIGUSR1)
+        assert wait_until(lambda: any((tmp_path / "flight").glob("flight-*.json")), 10), \
+            (proc.poll(), log.read_text())
+        recorded = json.loads(next((tmp_path / "flight").glob("flight-*.json")).read_text())
+        assert any(t["name"] == "MainThread" and any(joining in line for line in t["stack"])
+                   for t in recorded["threads"])
+        assert proc.poll() is None  # it goes on waiting
+    finally:
+        proc.kill()
+        proc.wait(10)
 
 
 def test_a_job_that_joined_through_etcd_is_found_there(tmp_path, etcd_endpoint, etcd_prefix):
