@@ -15,8 +15,8 @@ from typing import Callable, List, Optional
 from store.agreement import ranks_text
 from store.base import Store
 
-from . import (collectives, format_chain, format_stack_report, snapshot, stacks, trace,
-               trace_files)
+from . import (collectives, directory, format_chain, format_stack_report, snapshot, stacks,
+               trace, trace_files)
 from .chains import call_chains
 from .diagnosis import OK, Probe, silent_line
 from .probe import DEFAULT_TIMEOUT, open_store, parse_store
@@ -36,6 +36,13 @@ def store_spec(text: str) -> str:
 STORE_HELP = ("the job's store: its MASTER_ADDR:MASTER_PORT, or the store the launcher "
               "prints at start, or etcd://HOST:PORT/PREFIX for a job whose init method is "
               "etcd://")
+
+
+def nothing_in_view(spec: str) -> str:
+    """What the commands say when no process is published in the store at `spec`."""
+    return (f"nothing in view at {spec}: no process has joined a job through this store "
+            "yet (a process appears once init_rpc or init_process_group has joined it; "
+            "kill -USR1 PID writes the stacks of one still joining)")
 
 
 def positive_seconds(text: str) -> float:
@@ -168,7 +175,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     if store is None:
         return 1
     try:
-        if args.command == "status":
+        if not directory.entries(store):
+            # else "no calls in flight" or "no collective in progress" would read as all well
+            print(nothing_in_view(args.store))
+        elif args.command == "status":
             for status in snapshot(store, args.timeout):
                 print(json.dumps(status, sort_keys=True))
         elif args.command == "calls":

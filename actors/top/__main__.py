@@ -17,7 +17,8 @@ from rich.live import Live
 from rich.table import Table
 
 from actors.debug import snapshot
-from actors.debug.cli import STORE_HELP, positive_seconds, reach_store, run, store_spec
+from actors.debug.cli import (STORE_HELP, nothing_in_view, positive_seconds, reach_store, run,
+                              store_spec)
 from actors.debug.probe import DEFAULT_TIMEOUT
 from actors.top import COLUMNS, cells, rows
 from store.errors import StoreError
@@ -47,7 +48,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def table(found: List[dict], spec: str) -> Table:
-    view = Table(title=f"actorgrad job at {spec}  ({time.strftime('%H:%M:%S')})")
+    view = Table(title=f"actorgrad job at {spec}  ({time.strftime('%H:%M:%S')})",
+                 caption=None if found else nothing_in_view(spec))
     for column in COLUMNS:
         view.add_column(column, overflow="fold")
     for row in found:

@@ -50,6 +50,26 @@ def test_help_names_the_command_as_invoked_and_every_argument_with_its_default()
         assert text in view.stdout, text
 
 
+def test_a_store_no_process_joined_says_so_rather_than_that_all_is_quiet():
+    from store import TCPStore
+
+    port = free_port()
+    store = TCPStore("127.0.0.1", port, is_master=True, timeout=10)
+    try:
+        for command in ("calls", "collectives", "status", "stacks"):
+            out = run("actors.debug", command, "--store", f"127.0.0.1:{port}")
+            assert out.returncode == 0, out.stderr
+            assert out.stdout.startswith(f"nothing in view at 127.0.0.1:{port}: no process "
+                                         "has joined a job through this store yet"), out.stdout
+        frame = subprocess.run([sys.executable, "-m", "actors.top", "--store",
+                                f"127.0.0.1:{port}", "--once", "--interval", "0.1"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=30,
+                               env={**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "400"})
+        assert "nothing in view at" in frame.stdout, frame.stdout
+    finally:
+        store.close()
+
+
 @pytest.mark.slow
 def test_a_store_nobody_serves_is_one_line_and_exit_1():
     out = run("actors.debug", "calls", "--store", f"127.0.0.1:{free_port()}", "--timeout", "0.5")
