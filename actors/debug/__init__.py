@@ -18,7 +18,6 @@ from actors.runtime import Kind, PeerLostError, RequestTimeoutError
 from actors.runtime.introspection.stacks import format_stacks
 from actors.runtime.io.channel import Channel
 
-from . import directory
 from .chains import Chain, call_chains, format_chain
 from .diagnosis import DEAD, HUNG, OK, Probe, diagnose
 from .probe import DEFAULT_TIMEOUT, ask_job, open_store
@@ -93,11 +92,15 @@ def collectives(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> List[str]
 
 def trace(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> Dict[str, Any]:
     """Every live process's flight recorder merged into one Chrome-trace / Perfetto JSON
-    (see `actors.debug.trace`); processes that do not answer are left out."""
-    recordings = []
+    (see `actors.debug.trace`); processes that do not answer are left out, and named
+    in its ``otherData.left_out`` (``{"rank", "name", "pid", "state", "reason"}``)."""
+    recordings, left_out = [], []
     with _store(store, timeout) as opened:
-        entries = directory.entries(opened)
-    for entry in entries:
+        answers = ask_job(opened, Kind.STATUS, timeout)  # all at once: the silent are known
+    for entry, probe in answers:
+        if probe.state != OK:
+            left_out.append(_left_out(entry, probe.state, probe.reason))
+            continue
         channel = Channel(entry["address"], connect_timeout=timeout)
         try:
             best = None
@@ -108,13 +111,20 @@ def trace(store: StoreLike, timeout: float = DEFAULT_TIMEOUT) -> Dict[str, Any]:
                 if best is None or received - sent < best[0]:
                     best = (received - sent, clock_offset(sent, remote, received))
             recording = channel.call(Kind.RECORDER, None, timeout, json=True)
-        except (PeerLostError, RequestTimeoutError):
+        except (PeerLostError, RequestTimeoutError) as error:  # gone since it answered
+            left_out.append(_left_out(entry, HUNG if isinstance(error, RequestTimeoutError)
+                                      else DEAD, str(error)))
             continue
         finally:
             channel.close()
         recording.update(offset_ns=best[1], offset_error_ns=best[0] // 2)
         recordings.append(recording)
-    return merge(recordings)
+    return {**merge(recordings), "otherData": {"left_out": left_out}}
+
+
+def _left_out(entry: Dict[str, Any], state: str, reason: str) -> Dict[str, Any]:
+    return {"rank": entry.get("rank"), "name": entry.get("name"), "pid": entry.get("pid"),
+            "state": state, "reason": reason}
 
 
 def trace_files(paths: Sequence[str]) -> Dict[str, Any]:

@@ -128,6 +128,9 @@ def _write_trace(args: argparse.Namespace) -> int:
     flows = sum(1 for event in merged["traceEvents"] if event["ph"] == "s")
     slices = sum(1 for event in merged["traceEvents"] if event["ph"] == "X")
     print(f"wrote {args.output}: {slices} slices, {flows} messages")
+    for gone in merged.get("otherData", {}).get("left_out", []):
+        print("left out: " + silent_line(Probe(gone["rank"], gone["state"], None,
+                                               gone["reason"])))
     return 0
 
 

@@ -208,6 +208,23 @@ def test_collectives_names_a_rank_that_died(tmp_path):
                    for e in recorded["entries"])
 
 
+def test_trace_names_the_processes_it_left_out(tmp_path):
+    with job("victim", tmp_path) as running:
+        assert wait_until(lambda: _waiting_line(running.spec, "ranks 0, 1 waiting"), 60, 0.2)
+        running.procs[2].kill()
+        running.procs[2].wait(10)
+        out = command("trace", "--store", running.spec, "-o", str(tmp_path / "trace.json"))
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0].startswith(f"wrote {tmp_path / 'trace.json'}: ")
+        assert lines[1:] == ["left out: rank 2 is not answering: it died or its address is "
+                             "gone (nothing accepts connections at this address)"], lines
+        trace = json.loads((tmp_path / "trace.json").read_text())
+        assert [(p["rank"], p["state"]) for p in trace["otherData"]["left_out"]] == [(2, "dead")]
+        assert {e["args"]["name"].split(" (")[0] for e in trace["traceEvents"]
+                if e["name"] == "process_name"} == {"rank 0", "rank 1"}
+
+
 def test_collectives_names_a_rank_that_hangs(tmp_path):
     with job("victim", tmp_path) as running:
         assert wait_until(lambda: _waiting_line(running.spec, "ranks 0, 1 waiting"), 60, 0.2)
