@@ -12,6 +12,28 @@ from actors.debug.diagnosis import format_bytes
 
 COLUMNS = ["rank", "host:pid", "state", "msgs/s in", "msgs/s out", "oldest call",
            "contexts", "collective", "rss", "cpu s"]
+WRAPPED = ("state", "oldest call", "collective")
+"""The columns whose text wraps at its spaces; the others' values are never split."""
+# Left out first when the terminal is too narrow for every column (an 80-column one).
+SPARED = ("contexts", "cpu s", "rss", "msgs/s out", "host:pid", "msgs/s in")
+_WRAPPED_WIDTH = 12  # the narrowest a wrapped column becomes
+_CELL_EDGES = 3  # a cell's padding and its border
+
+
+def shown_columns(rows_cells: Sequence[List[str]], width: int) -> List[str]:
+    """The `COLUMNS` that fit in `width` characters with these cells (each row's
+    `cells`): all of them when they fit, else without the first of `SPARED`."""
+    def needs(column: str) -> int:
+        index = COLUMNS.index(column)
+        widest = max([len(column)] + [len(cells[index]) for cells in rows_cells])
+        return _CELL_EDGES + (min(widest, _WRAPPED_WIDTH) if column in WRAPPED else widest)
+
+    shown = list(COLUMNS)
+    for column in SPARED:
+        if 1 + sum(needs(c) for c in shown) <= width:
+            break
+        shown.remove(column)
+    return shown
 
 
 def _process(status: Dict[str, Any]) -> tuple:

@@ -20,7 +20,7 @@ from actors.debug import snapshot
 from actors.debug.cli import (STORE_HELP, nothing_in_view, positive_seconds, reach_store, run,
                               store_spec)
 from actors.debug.probe import DEFAULT_TIMEOUT
-from actors.top import COLUMNS, cells, rows
+from actors.top import COLUMNS, WRAPPED, cells, rows, shown_columns
 from store.errors import StoreError
 
 PROG = "python -m actors.top"
@@ -47,13 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def table(found: List[dict], spec: str) -> Table:
+def table(found: List[dict], spec: str, width: int) -> Table:
+    """The frame for a terminal `width` characters wide: a value is never split, and
+    the least needed columns are left out when not all fit (`shown_columns`)."""
     view = Table(title=f"actorgrad job at {spec}  ({time.strftime('%H:%M:%S')})",
                  caption=None if found else nothing_in_view(spec))
-    for column in COLUMNS:
-        view.add_column(column, overflow="fold")
-    for row in found:
-        view.add_row(*cells(row))
+    texts = [cells(row) for row in found]
+    shown = shown_columns(texts, width)
+    for column in shown:
+        # a function's name folds rather than lose its end to an ellipsis
+        view.add_column(column, no_wrap=column not in WRAPPED,
+                        overflow="fold" if column in WRAPPED else "ellipsis")
+    for text in texts:
+        view.add_row(*(text[COLUMNS.index(column)] for column in shown))
     return view
 
 
@@ -62,6 +68,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     store = reach_store(args.store, args.timeout, PROG)
     if store is None:
         return 1
+    console = Console()  # its width is the terminal's, read again for each frame
     try:
         before, taken = snapshot(store, args.timeout), time.monotonic()
         if args.once or args.json:
@@ -70,15 +77,16 @@ def main(argv: Optional[List[str]] = None) -> int:
             if args.json:
                 print(json.dumps(found, indent=2))
             else:
-                Console().print(table(found, args.store))
+                console.print(table(found, args.store, console.width))
             return 0
-        with Live(table(rows([], before, 0), args.store), auto_refresh=False) as live:
+        with Live(table(rows([], before, 0), args.store, console.width), console=console,
+                  auto_refresh=False) as live:
             while True:
                 time.sleep(args.interval)
                 now = snapshot(store, args.timeout)
                 found = rows(before, now, time.monotonic() - taken)
                 before, taken = now, time.monotonic()
-                live.update(table(found, args.store), refresh=True)
+                live.update(table(found, args.store, console.width), refresh=True)
     except KeyboardInterrupt:
         return 0
     except StoreError as error:  # the job ended, or the process that hosted its store died

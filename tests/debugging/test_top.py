@@ -1,6 +1,7 @@
 """``python -m actors.top`` on a real job: one frame, JSON, and the live view in tmux."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -93,6 +94,35 @@ def test_a_collective_that_failed_shows_with_its_error_until_the_next_one():
     done = {**failed, "collectives": [{"group": "0", "current": None, "last": {
         "op": "all_reduce", "step": 1, "ago_s": 2.0, "error": None}}]}
     assert rows([], [done], 1.0)[0]["collective"] is None
+
+
+def _frame(width: int) -> str:
+    from rich.console import Console
+
+    from actors.top.__main__ import table
+
+    stuck = {"host": "vm", "pid": 1447, "rank": 0, "name": "w0", "state": "ok",
+             "rpc": {"waiting": [{"function": "__main__.relay", "age_s": 7.4, "peer": "w1"}]},
+             "rss_bytes": 42_000_000, "cpu_s": 0.4}
+    waiting = {"host": "vm", "pid": 1448, "rank": 1, "name": "w1", "state": "ok",
+               "collectives": [{"group": "0", "current": {
+                   "op": "all_reduce", "step": 1, "age_s": 4.3, "waiting_for": 2}}]}
+    hung = {"host": "vm", "pid": 1449, "rank": 2, "name": "w2", "state": "hung",
+            "reason": "no answer within 2 s"}
+    console = Console(width=width, record=True, file=io.StringIO())
+    console.print(table(rows([], [stuck, waiting, hung], 1.0), "127.0.0.1:1", width))
+    return console.export_text()
+
+
+def test_a_frame_fits_the_terminal_and_never_splits_a_value():
+    narrow = _frame(80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80, narrow
+    # whole values, the least needed columns left out
+    assert all(f"vm:{pid}" in narrow for pid in (1447, 1448, 1449)), narrow
+    assert "__main__.relay" in narrow and "all_reduce #1" in narrow, narrow
+    assert "contexts" not in narrow and "cpu s" not in narrow
+    wide = _frame(200)
+    assert all(column in wide for column in COLUMNS), wide
 
 
 def test_a_worker_waiting_for_its_call_is_waiting_one_serving_is_busy():
