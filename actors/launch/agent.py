@@ -30,6 +30,10 @@ from store.elastic import (EtcdRendezvousBackend, RendezvousError, RendezvousInf
 # host:port of the job's store (the rendezvous store), for engine.ft's Manager.
 JOB_STORE_VARIABLE = "ACTORGRAD_JOB_STORE"
 FLIGHT_RECORDER_DIR = DIR_VARIABLE
+# How long the other workers of a group where one failed may take to end on their own
+# (they fail at their next call to the lost rank, and write their flight-recorder files
+# as they exit) before they are sent SIGTERM; torchrun sends it at once.
+FAILURE_SETTLE = 2.0
 
 
 @dataclass
@@ -185,7 +189,8 @@ class ElasticAgent:
 
     def _stop_workers(self) -> None:
         if self._group is not None:
-            self._group.stop(self._config.stop_grace)
+            failed = self._group.poll() is GroupState.FAILED and not self._stop.is_set()
+            self._group.stop(self._config.stop_grace, FAILURE_SETTLE if failed else 0.0)
             self._group = None
 
     def _exit_barrier(self) -> None:

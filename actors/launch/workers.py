@@ -217,8 +217,19 @@ class WorkerGroup:
                  exitcode=old.proc.returncode)
         return new
 
-    def stop(self, grace: float) -> None:
-        """SIGTERM every worker's process group, SIGKILL what is left after `grace` seconds."""
+    def stop(self, grace: float, settle: float = 0.0) -> None:
+        """SIGTERM every worker's process group, SIGKILL what is left after `grace` seconds.
+
+        `settle`: first wait up to that long for the workers still running to end on
+        their own. After a rank failed, the others learn of it within milliseconds and
+        write their flight-recorder files as they exit; a SIGTERM would cut that short.
+        """
+        settled = time.monotonic() + settle
+        for worker in self.workers:
+            try:
+                worker.proc.wait(max(0.0, settled - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                break
         for worker in self.workers:
             if worker.poll() is None:
                 worker.signal(signal.SIGTERM)

@@ -1,4 +1,5 @@
 """`python -m actors.launch`: real agents, real worker processes, real failures."""
+import json
 import os
 import signal
 
@@ -160,3 +161,35 @@ def test_an_agent_that_finds_no_peers_in_time_exits_with_the_rendezvous_timeout(
                    "--rdzv-conf", "join_timeout=1", path)
     assert agent.finish() == 1
     assert "rendezvous failed: RendezvousTimeoutError" in agent.output
+
+
+def test_the_other_ranks_write_their_flight_recorder_files_before_the_group_is_stopped(
+        tmp_path, agents):
+    # Rank 2 leaves after the first all_reduce; ranks 0 and 1 fail the second one with
+    # RankLostError, which writes their recorders, while the agent stops the group.
+    path = script(tmp_path, "lost.py", """
+        import os
+        import numpy as np
+        import actors.distributed as dist
+        dist.init_process_group()
+        x = np.ones(4, np.float32)
+        dist.all_reduce(x)
+        if dist.get_rank() == 2:
+            os._exit(7)
+        dist.all_reduce(x)
+        """)
+    logs = tmp_path / "logs"
+    agent = launch(agents, "--standalone", "--nproc-per-node", "3", "--log-dir", str(logs),
+                   path)
+    assert agent.finish() == 1, agent.output
+    files = sorted(p.name for p in logs.rglob("flight-*"))
+    assert [name.split("-")[1] for name in files] == ["rank0", "rank1"], (files, agent.output)
+    assert not any(name.endswith(".part") for name in files), files
+    for dump in logs.rglob("flight-*"):
+        assert json.loads(dump.read_text())["reason"] == "rank_lost"
+    # They had the time to say so, and to print their errors.
+    for rank in (0, 1):
+        assert any(line.startswith(f"[rank{rank}]: ") and "flight_recorder_written" in line
+                   for line in agent.lines), agent.output
+        assert any(line.startswith(f"[rank{rank}]: ") and "RankLostError" in line
+                   for line in agent.lines), agent.output
