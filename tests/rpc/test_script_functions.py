@@ -17,8 +17,8 @@ SCRIPT = Path(__file__).parent / "scripts" / "script_state.py"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_script(mode: str) -> dict:
-    out = subprocess.run([sys.executable, str(SCRIPT), mode], cwd=ROOT, capture_output=True,
+def run_script(*args: str, script: Path = SCRIPT) -> dict:
+    out = subprocess.run([sys.executable, str(script), *args], cwd=ROOT, capture_output=True,
                          text=True, timeout=100)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -41,6 +41,12 @@ def test_a_callee_running_another_program_gets_the_functions_by_value():
     assert result["guarded"] == [0, 2]
     assert "bump of script" in result["locked"] and "cannot travel by value" in result["locked"]
     assert "cannot pickle '_thread.lock'" in result["locked"]
+
+
+@pytest.mark.slow
+def test_an_exception_class_of_the_script_is_caught_by_the_callers_own_class():
+    result = run_script(script=SCRIPT.with_name("script_errors.py"))
+    assert result["raised"] == ["ScriptError"] * 3  # rpc_sync, rpc_async, remote
 
 
 def double(x):

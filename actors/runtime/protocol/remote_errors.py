@@ -19,12 +19,10 @@ import pickle
 import traceback
 from typing import Any, Dict
 
-import cloudpickle
-
 from .bounded import MESSAGE_LIMIT, shorten, text_of
 from ..errors import (ActorStoppedError, PeerLostError, ProtocolError, RemoteError,
                       RequestTimeoutError, SafeModeError, UnknownKindError)
-from .serialization import PICKLE_PROTOCOL, pickle_allowed
+from .serialization import dumps_in_band, pickle_allowed
 
 # What an error reply holds at most besides its message (`bounded.MESSAGE_LIMIT`):
 # it never echoes unbounded input (characters, but bytes for the pickled exception
@@ -62,7 +60,9 @@ def error_payload(exc: BaseException, *, include_object: bool) -> dict:
 
     Pickled peers also get the exception object, pickled on its own (`exception`),
     so that a caller which cannot rebuild its type still reads type, message and
-    traceback. JSON peers get the constructor arguments when JSON can hold them.
+    traceback; a class of the running script goes by name as in calls, so a caller
+    running the same script raises its own class. JSON peers get the constructor
+    arguments when JSON can hold them.
     """
     payload: Dict[str, Any] = {
         "type": _qualified(type(exc)),
@@ -71,7 +71,7 @@ def error_payload(exc: BaseException, *, include_object: bool) -> dict:
     }
     if include_object:
         try:
-            pickled = cloudpickle.dumps(exc, protocol=PICKLE_PROTOCOL)
+            pickled = dumps_in_band(exc)
         except Exception:  # noqa: BLE001 - type name and message remain
             pickled = b""
         if 0 < len(pickled) <= EXCEPTION_LIMIT:

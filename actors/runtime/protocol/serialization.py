@@ -128,6 +128,16 @@ def dumps(payload: Any) -> Tuple[bytes, List[memoryview]]:
     return out.getvalue(), buffers
 
 
+def dumps_in_band(value: Any) -> bytes:
+    """Pickle `value` into one bytes object, its buffers inside, with the script's own
+    definitions by reference as `dumps` sends them: for a value carried within another
+    message's body, such as the exception of an error reply, which the caller then
+    catches by its own class when it runs the same script."""
+    out = io.BytesIO()
+    _ScriptAwarePickler(out, protocol=PICKLE_PROTOCOL).dump(value)
+    return out.getvalue()
+
+
 class _ScriptNamesPickler(pickle.Pickler):
     """The standard pickler, with the script's definitions by reference (`script_refs`)."""
 
