@@ -20,7 +20,7 @@ from .directory import Destination, WorkerInfo
 from .errors import RpcError
 from .rref import RRef, create_remote
 from .options import TensorPipeRpcBackendOptions, check_backend
-from .timeouts import call_timeout
+from .timeouts import call_timeout, shutdown_timeout
 
 log = get_logger(__name__)
 
@@ -107,11 +107,13 @@ def shutdown(graceful: bool = True, timeout: Timeout = None) -> None:
     """Leave the RPC world.
 
     With `graceful`, a barrier: returns once every worker has called shutdown and all
-    work addressed to any of them is done. Otherwise leave at once; pending calls fail.
+    work addressed to any of them is done; `timeout` bounds each of its waits (None,
+    0 as torch's default, a negative number or infinity: no limit). Otherwise leave
+    at once; pending calls fail.
     """
     agent = state.current_agent()
     try:
-        agent.leave(graceful, to_seconds(timeout, "timeout"))
+        agent.leave(graceful, shutdown_timeout(timeout))
     finally:
         state.set_agent(None)
         if agent.owned_store is not None:

@@ -114,6 +114,25 @@ def test_graceful_shutdown_finishes_outstanding_work_first(capfd):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("timeout", [0, float("inf")])
+def test_a_shutdown_timeout_of_0_or_infinity_means_no_limit_as_in_torch(timeout):
+    """torch's shutdown timeout defaults to 0, no limit; before, 0 left without waiting
+    for the calls in flight, which failed, and infinity raised OverflowError."""
+    port = free_port()
+    proc = ctx.Process(target=workers.serve, args=(1, 2, port, 4, False), daemon=True)
+    proc.start()
+    try:
+        actors.init_rpc("worker0", 0, 2, init_method=f"tcp://127.0.0.1:{port}", timeout=30)
+        slow = actors.rpc_async("worker1", workers.sleep_then, args=(0.5, "finished"))
+        actors.shutdown(timeout=timeout)
+        assert slow.done() and slow.wait(0) == "finished"
+        proc.join(30)
+        assert proc.exitcode == 0
+    finally:
+        reap([proc], 30)
+
+
+@pytest.mark.slow
 def test_calls_after_shutdown_raise_a_clear_error_and_init_works_again():
     with rpc_world(2):
         assert actors.rpc_sync("worker1", workers.add, args=(1, 2)) == 3
