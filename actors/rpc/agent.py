@@ -33,7 +33,7 @@ from .leaving import Leaving
 from .named import serve_named_call
 from .directory import Destination, WorkerDirectory, WorkerInfo
 from .errors import WorkerLostError
-from .failures import lost_here, raised_here, timed_out
+from .failures import lost_here, name_raiser, raised_here, timed_out
 from .hooks import RpcEnvelope
 from .inflight import calls_status
 from .owners import OwnerTable
@@ -266,6 +266,7 @@ class RpcAgent(Callee, Leaving):
         if raised_here(exc, RequestTimeoutError):
             raise timed_out(peer, what, seconds) from None
         if exc is not None:
+            name_raiser(exc, peer)
             raise exc
         return value
 
@@ -280,15 +281,14 @@ class RpcAgent(Callee, Leaving):
             with self._sending(info):
                 return channel.call(kind, payload, seconds or None,
                                     same_host=self.directory.shares_host(info), what=what)
-        except PeerLostError as exc:
-            if not lost_here(exc):
-                raise
-            self.actor.report_lost(self.directory.address(info), exc.reason)
-            raise WorkerLostError(info.name, exc.reason) from None
-        except RequestTimeoutError as exc:
-            if not raised_here(exc, RequestTimeoutError):
-                raise
-            raise timed_out(info, what, seconds) from None
+        except Exception as exc:
+            if lost_here(exc):
+                self.actor.report_lost(self.directory.address(info), exc.reason)
+                raise WorkerLostError(info.name, exc.reason) from None
+            if raised_here(exc, RequestTimeoutError):
+                raise timed_out(info, what, seconds) from None
+            name_raiser(exc, info)
+            raise
         finally:
             self._track(-1)
 

@@ -33,3 +33,17 @@ class WorkerLostError(PeerLostError):
 
 class RRefError(RpcError):
     """An RRef was used in a way its owner or state does not allow."""
+
+
+class RemoteTraceback(Exception):
+    """The traceback text of an exception that worker `worker` raised in a call: the
+    `__cause__` of the exception raised at the caller in its place, so that one left
+    uncaught prints the callee's frames, named after the worker, above the caller's
+    own (torch puts them in the message, after "On WorkerInfo(...)")."""
+
+    def __init__(self, worker: str, text: str):
+        super().__init__(worker, text)
+        self.worker, self.text = worker, text
+
+    def __str__(self) -> str:
+        return f'raised on worker {self.worker!r}:\n"""\n{self.text.rstrip()}\n"""'

@@ -8,6 +8,7 @@ from typing import Any, Optional, Tuple, Union
 from actors.runtime import PeerLostError, RequestTimeoutError
 
 from .directory import WorkerInfo
+from .errors import RemoteTraceback
 from .inflight import called_name
 
 
@@ -26,3 +27,11 @@ def timed_out(peer: WorkerInfo, what: Any, seconds: float) -> RequestTimeoutErro
     """An RPC's timeout, naming the worker and what it called (torch names neither)."""
     return RequestTimeoutError(f"{called_name(what)} on worker {peer.name!r} got no reply "
                                f"within {seconds:g}s")
+
+
+def name_raiser(exc: BaseException, peer: WorkerInfo) -> None:
+    """Make the traceback of `exc`, an exception that `peer` answered a call with, the
+    cause of `exc`, named after `peer` (see RemoteTraceback)."""
+    text = getattr(exc, "remote_traceback", None)
+    if isinstance(text, str) and text:
+        exc.__cause__ = RemoteTraceback(peer.name, text)

@@ -1,5 +1,7 @@
 """rpc_sync, rpc_async and remote functions in a world of three processes."""
 
+import traceback
+
 import numpy as np
 import pytest
 import zmq
@@ -46,6 +48,28 @@ def test_a_remote_exception_is_raised_with_its_type_and_the_remote_traceback(wor
     with pytest.raises(KeyError, match="no entry 'x'") as info:
         actors.rpc_sync("worker1", workers.raise_key_error, args=("x",))
     assert "raise_key_error" in info.value.remote_traceback
+
+
+def test_an_uncaught_remote_exception_prints_the_remote_traceback_and_the_worker_as_in_torch(
+        world):
+    """What a caller's uncaught exception prints: the callee's frames, named after the
+    worker that raised, as the cause above the caller's own (torch prints them, with
+    "On WorkerInfo(...)", in its message); before, only the caller's frames."""
+    def printed(call):
+        with pytest.raises(KeyError) as info:
+            call()
+        return "".join(traceback.format_exception(info.type, info.value, info.tb))
+
+    for call in (lambda: actors.rpc_sync("worker1", workers.raise_key_error, args=("x",)),
+                 lambda: actors.rpc_async("worker1", workers.raise_key_error, args=("x",)).wait(),
+                 lambda: actors.remote("worker1", workers.raise_key_error, args=("x",)).to_here()):
+        text = printed(call)
+        assert "raised on worker 'worker1':" in text and "in raise_key_error" in text
+        assert text.index("in raise_key_error") < text.index("direct cause") < text.index(
+            "test_calls.py")
+    text = printed(lambda: actors.rpc_sync("worker1", workers.call_raising_key_error,
+                                           args=("worker2", "y")))
+    assert text.index("raised on worker 'worker1'") < text.index("raised on worker 'worker2'")
 
 
 @pytest.mark.parametrize("name", ["SystemExit", "KeyboardInterrupt"])

@@ -72,6 +72,11 @@ def raise_key_error(key):
     raise KeyError(f"no entry {key!r}")
 
 
+def call_raising_key_error(to, key):
+    """Call worker `to`, whose function raises; the KeyError passes on uncaught."""
+    return actors.rpc_sync(to, raise_key_error, args=(key,))
+
+
 def die_now():
     os.kill(os.getpid(), signal.SIGKILL)
 
