@@ -72,6 +72,12 @@ def _register() -> None:
     global _registered
     if not _registered:
         _registered = True
+        # pyzmq's garbage collector holds the memory of frames sent zero-copy until
+        # libzmq has written them, and its exit handler stops it and lets that memory
+        # go: it must run after ours (atexit runs the last registered first), which it
+        # does once the module that registers it at import is imported before.
+        import zmq.utils.garbage  # noqa: F401
+
         # A multiprocessing child ends with os._exit after its own exit finalizers,
         # without running atexit's: both lead here, and the first one flushes.
         atexit.register(flush_all)
