@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import os
 from datetime import timedelta
 from typing import Any, Callable, Optional, Union
@@ -56,6 +57,7 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
     if state.agent_or_none() is not None:
         raise RpcError("RPC is already initialized in this process; call shutdown() first")
     check_backend(backend)
+    _check_positions(rank, world_size)
     if rpc_backend_options is not None:
         timeout = rpc_backend_options.rpc_timeout
         num_worker_threads = rpc_backend_options.num_worker_threads
@@ -101,6 +103,24 @@ def init_rpc(name: Optional[str] = None, rank: int = -1, world_size: Optional[in
         raise
     agent.publish_introspection(store)
     share_cores(agent.directory.workers_on_host(agent.actor.address))
+
+
+def _check_positions(rank: Any, world_size: Any) -> None:
+    """TypeError for a rank or world size that is no int: most likely torch's positional
+    order (name, backend, rank, world_size), which differs from ours after the name."""
+    for what, value in (("rank", rank), ("world_size", world_size)):
+        if value is not None and (isinstance(value, bool) or not _is_integer(value)):
+            raise TypeError(f"init_rpc's {what} must be an int, got {value!r}; after the "
+                            f"name, its positional order is rank, world_size (torch's: "
+                            f"backend, rank, world_size): pass them by keyword")
+
+
+def _is_integer(value: Any) -> bool:
+    try:
+        operator.index(value)  # an int, or a numpy integer
+    except TypeError:
+        return False
+    return True
 
 
 def shutdown(graceful: bool = True, timeout: Timeout = None) -> None:

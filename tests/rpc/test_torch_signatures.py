@@ -30,6 +30,16 @@ def test_an_unknown_backend_is_refused_as_torch_refuses_it():
         actors.init_rpc("x", rank=0, world_size=1, backend="NCCL")
 
 
+def test_torchs_positional_order_is_a_type_error_that_says_to_pass_keywords():
+    """After the name, torch's order is (backend, rank, world_size), ours (rank,
+    world_size); before, the backend taken as the rank ended in 'url must be str'."""
+    with pytest.raises(TypeError, match="rank must be an int, got <BackendType.TENSORPIPE.* "
+                                        "pass them by keyword"):
+        actors.init_rpc("x", actors.BackendType.TENSORPIPE, 0, 1)
+    with pytest.raises(TypeError, match="world_size must be an int, got '2'"):
+        actors.init_rpc("x", 0, "2")
+
+
 def test_device_maps_are_refused_on_a_cpu_only_world():
     with pytest.raises(ValueError, match="CPUs only"):
         actors.TensorPipeRpcBackendOptions(device_maps={"w1": {0: 1}})
