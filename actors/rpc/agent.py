@@ -14,8 +14,8 @@ import itertools
 import threading
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
-from actors.runtime import (Actor, Future, Kind, PeerLostError, RequestTimeoutError,
-                            SafeModeError)
+from actors.runtime import (Actor, ActorStoppedError, Future, Kind, PeerLostError,
+                            RequestTimeoutError, SafeModeError)
 from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.futures import failed
 from actors.runtime.introspection import status
@@ -43,6 +43,8 @@ from .world import join_world
 log = get_logger(__name__)
 
 _CONNECT_TIMEOUT = 5.0
+# How long a caller whose connection closed has to answer before it counts as lost.
+_CALLER_CHECK_TIMEOUT = 5.0
 # How long joining may take when calls have no default timeout (0), as torch's
 # rendezvous, which does not use the RPC timeout, allows by default.
 INIT_TIMEOUT = 1800.0
@@ -83,7 +85,7 @@ class RpcAgent(Callee, Leaving):
             self.serve(kind, handler)
         self.actor.on_peer_lost(self._on_peer_lost)
         # Callers are noticed too: a worker that only ever called us is lost when the
-        # connection it called on closes.
+        # connection it called on closes and it no longer answers.
         self._sender_ranks: Dict[bytes, int] = {}
         self.actor.on_sender_lost(self._on_sender_lost)
         self.info = WorkerInfo(name, rank)
@@ -333,9 +335,22 @@ class RpcAgent(Callee, Leaving):
 
     def _on_sender_lost(self, identity: bytes) -> None:
         rank = self._sender_ranks.pop(identity, None)
-        if rank is not None and self.directory is not None and rank != self.rank:
-            self.actor.report_lost(self.directory.address(self.directory.resolve(rank)),
-                                   "its connection to this worker closed")
+        if rank is not None and self.directory is not None and rank != self.rank \
+                and self.directory.resolve(rank).name not in self._lost:
+            # A caller has a connection per calling thread, and one closes whenever
+            # such a thread ends: the caller is asked, and is lost only if it does
+            # not answer (a refused connection is reported by the request itself).
+            address = self.directory.address(self.directory.resolve(rank))
+            try:
+                answer = self.actor.request(address, Kind.PING, None, _CALLER_CHECK_TIMEOUT)
+            except ActorStoppedError:  # this worker left meanwhile: nobody to tell
+                return
+            answer.add_done_callback(lambda done: self._caller_checked(address, done))
+
+    def _caller_checked(self, address: str, answer: Future) -> None:
+        if raised_here(answer.exception(), RequestTimeoutError):
+            self.actor.report_lost(address, f"its connection to this worker closed and it "
+                                            f"did not answer within {_CALLER_CHECK_TIMEOUT:g}s")
 
     def _on_peer_lost(self, address: str) -> None:
         try:

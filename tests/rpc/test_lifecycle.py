@@ -9,6 +9,7 @@ from actors.rpc import RpcInitError, RpcNotInitializedError, WorkerLostError
 from actors.rpc.state import current_agent
 from tests import limits
 from tests.limits import within
+from tests.waiting import wait_until
 from tests.net import free_port
 from tests.rpc import workers
 from tests.rpc.conftest import ctx, reap, rpc_world
@@ -75,6 +76,28 @@ def test_a_graceful_shutdown_leaves_without_a_worker_that_was_lost(capfd):
         assert "rpc_shutdown_without_lost_workers" in capfd.readouterr().err
     finally:
         reap(procs, 30)
+
+
+def test_a_caller_whose_calling_threads_end_is_not_taken_for_lost_and_a_dead_one_is():
+    """Each thread that calls has a connection of its own, closed once the thread has
+    ended; before, the callee took such a close for its caller's loss (after some
+    hundred threads of one call each), and went on without it: calls failed with
+    WorkerLostError and its shutdown left without the caller."""
+    with rpc_world(3) as procs:
+        for i in range(300):
+            thread = threading.Thread(
+                target=actors.rpc_sync, args=("worker1", workers.add, (i, 1)))
+            thread.start()
+            thread.join(30)
+        assert actors.rpc_sync("worker1", workers.lost_workers) == []
+        assert actors.rpc_sync("worker1", workers.add, args=(2, 2)) == 4
+        # worker2 only ever called worker1: its death is still noticed there.
+        assert actors.rpc_sync("worker2", workers.nested_add, args=("worker1", 1, 2)) == 30
+        procs[1].kill()
+        started = time.monotonic()
+        assert wait_until(lambda: actors.rpc_sync("worker1", workers.lost_workers)
+                          == ["worker2"], timeout=30)
+        within(started, limits.CONNECTION_CLOSED, "connection closed")
 
 
 def test_calls_count_as_in_flight_until_their_futures_hold_the_reply_from_any_thread():

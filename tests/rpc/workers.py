@@ -28,6 +28,13 @@ def count_calls():
     return calls["count"]
 
 
+def lost_workers():
+    """The workers this worker has found lost, by name."""
+    from actors.rpc.state import current_agent
+
+    return sorted(current_agent()._lost)
+
+
 def call_count():
     return calls["count"]
 
