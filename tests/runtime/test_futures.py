@@ -248,3 +248,23 @@ def test_a_removed_callback_does_not_run():
     future.remove_done_callback(ran.append)
     future.set_result(1)
     assert ran == []
+
+
+def test_a_callback_on_an_io_thread_that_waits_for_a_reply_raises_instead_of_hanging():
+    """A reply's callbacks run on the I/O thread, through which the reply a wait there
+    expects would have to come; before, such a wait (torch's
+    ``fut.then(lambda f: rpc_async(...).wait())``) hung the actor for good."""
+    from actors.runtime import Actor
+    from tests.runtime import peers
+
+    with Actor(name="server") as server, Actor(None, name="client") as client:
+        release = threading.Event()
+        server.register(peers.ECHO, lambda msg: release.wait(10) and msg.payload)
+        first = client.request(server.address, peers.ECHO, 1, timeout=10)
+        chained = first.then(
+            lambda done: client.request(server.address, peers.ECHO, 2, timeout=10).wait())
+        release.set()
+        with pytest.raises(RuntimeError, match="I/O thread of actor 'client'.* then()"):
+            chained.wait(10)
+        # the actor serves on, and a wait elsewhere is as before
+        assert client.request(server.address, peers.ECHO, 3, timeout=10).wait(10) == 3

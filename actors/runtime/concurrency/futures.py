@@ -1,8 +1,9 @@
 """`Future`: the result of work that completes on another thread or another actor.
 
 Callbacks run on the thread that completes the future (for a reply, the actor's
-I/O thread), so they must be short; `then` chains a transformation, and a future
-made with `settle` transforms its own result as it completes.
+I/O thread), so they must be short, and a wait there for a pending future raises
+RuntimeError (`blocking.refuse_waiting_on_io_loop`); `then` chains a transformation,
+and a future made with `settle` transforms its own result as it completes.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import threading
 from _thread import allocate_lock as _allocate_lock
 from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
-from .blocking import about_to_block
+from .blocking import about_to_block, refuse_waiting_on_io_loop
 from .contained import escapes
 from ..errors import RequestTimeoutError
 
@@ -101,6 +102,7 @@ class Future:
     def wait(self, timeout: Optional[float] = None) -> Any:
         """Block until done (at most `timeout` seconds); return the value or raise its error."""
         if self._callbacks is not None:
+            refuse_waiting_on_io_loop()
             waiter = _allocate_lock()
             waiter.acquire()
             with self._lock:

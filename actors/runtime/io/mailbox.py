@@ -40,6 +40,7 @@ from .router_turns import RouterTurns
 from .sockets import (EVENTS, MONITOR_EVENTS, NOBLOCK, POLLIN, RECV_BATCH, REFUSED,
                       close_monitored, open_dealer, recv_frames, recv_monitor_event,
                       send_frames)
+from ..concurrency.blocking import running_io_loop
 from ..concurrency.threads import new_thread
 from .timers import TimerHandle, Timers
 from .wakeup import WakePipe
@@ -289,6 +290,7 @@ class Mailbox:
         self._unread.add(sock)
 
     def _loop(self) -> None:
+        running_io_loop(self.name)
         poller, turns = self._poller, self._turns
         reading_fd = None  # the epoll set of the ROUTER's descriptor
         if turns is not None:
