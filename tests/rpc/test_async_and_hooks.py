@@ -23,6 +23,15 @@ def test_async_execution_needs_the_function_to_return_a_future():
             actors.rpc_sync("worker1", bad, args=(1, 2))
 
 
+def test_a_future_returned_without_async_execution_is_an_error_that_says_to_mark_it():
+    """torch: "Can not pickle torch.futures.Future"; before, the error named a lock."""
+    with rpc_world(2):
+        with pytest.raises(TypeError, match="must be marked @async_execution"):
+            actors.rpc_sync("worker1", workers._completed, args=(1,))
+        with pytest.raises(TypeError, match="must be marked @async_execution"):
+            actors.rpc_sync("worker1", workers.add, args=(actors.Future(), 1))
+
+
 def test_hooks_see_requests_and_responses_on_both_sides_and_can_wrap_payloads():
     hook = workers.TracingHook()
     workers.TracingHook.seen.clear()

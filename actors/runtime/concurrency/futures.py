@@ -167,6 +167,13 @@ class Future:
         self.add_done_callback(forward)
         return chained
 
+    def __reduce__(self) -> Any:
+        # What torch says too ("Can not pickle torch.futures.Future"), with the way out;
+        # otherwise the error would be about a lock inside.
+        raise TypeError("a Future cannot be pickled: an RPC function that returns one "
+                        "must be marked @async_execution, and its reply then carries the "
+                        "Future's value")
+
     def __repr__(self) -> str:
         if self._callbacks is not None:
             state = "pending"
