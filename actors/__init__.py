@@ -26,7 +26,7 @@ _EXPORTS = {
         "WorkerLostError", "register_service", "call_service", "call_service_async",
         "notify_service", "run_on_pool", "run_on_pool_later", "UNSET_RPC_TIMEOUT", "BackendType",
         "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available", "expose",
-        "exposed_names", "ExposedClient", "UnknownFunctionError")},
+        "exposed_names", "ExposedClient", "UnknownFunctionError", "functions")},
 }
 
 __all__ = sorted(_EXPORTS)

@@ -1,4 +1,5 @@
 """RPC services on actors: init_rpc, rpc_sync, rpc_async, remote, RRef, shutdown."""
+from . import functions
 from .api import (async_execution, get_rpc_timeout, get_worker_info, init_rpc, is_available,
                   remote, rpc_async, rpc_sync, shutdown)
 from .directory import WorkerInfo
@@ -20,5 +21,5 @@ __all__ = [
     "notify_service", "run_on_pool", "run_on_pool_later", "UNSET_RPC_TIMEOUT", "BackendType",
     "TensorPipeRpcBackendOptions", "get_rpc_timeout", "is_available",
     "register_distributed_backward", "ExposedClient", "UnknownFunctionError", "expose",
-    "exposed_names",
+    "exposed_names", "functions",
 ]

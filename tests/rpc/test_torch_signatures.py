@@ -25,6 +25,23 @@ def test_init_rpc_takes_torchs_backend_and_options_keywords_and_args_none():
         actors.shutdown()
 
 
+@actors.functions.async_execution  # a torch script's @rpc.functions.async_execution
+def add_later(x):
+    future = actors.Future()
+    future.set_result(x + 1)
+    return future
+
+
+def test_torchs_rpc_functions_async_execution_is_there_after_import_actors_as_rpc():
+    """Before, ``rpc.functions`` was an AttributeError once ``import actors as rpc``."""
+    actors.init_rpc("solo", rank=0, world_size=1, init_method=f"tcp://127.0.0.1:{free_port()}")
+    try:
+        assert add_later._async_execution
+        assert actors.rpc_sync("solo", add_later, args=(1,)) == 2
+    finally:
+        actors.shutdown()
+
+
 def test_an_unknown_backend_is_refused_as_torch_refuses_it():
     with pytest.raises(ValueError, match="unknown RPC backend 'NCCL'"):
         actors.init_rpc("x", rank=0, world_size=1, backend="NCCL")
