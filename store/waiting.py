@@ -71,7 +71,8 @@ def block(attempt_for: Callable[[float], Attempt], operation: str, keys: Sequenc
 def wait_keys(store: Store, keys: Sequence[str], timeout: float, what: Callable[[], Any],
               enough: Optional[Callable[[], bool]] = None, every: float = math.inf) -> None:
     """`store.wait(keys, timeout)`, reporting `what()` while it lasts: the text of a
-    caller that knows what the keys mean ("store barrier 'x': 3 of 4 arrived").
+    caller that knows what the keys mean ("store barrier 'x': 3 of 4 arrived"), which
+    the StoreTimeoutError of a timeout ends with too.
     With `enough`, it also ends once `enough()` is true, asked every `every` seconds.
 
     `what` and `enough` run between two waits, so they may ask the store.
@@ -87,6 +88,7 @@ def wait_keys(store: Store, keys: Sequence[str], timeout: float, what: Callable[
                 if enough is not None and enough():
                     return
                 if time.monotonic() >= deadline:
+                    # The caller's words say what was missing; its keys alone do not.
                     raise StoreTimeoutError(exc.operation, exc.keys, timeout,
-                                            exc.detail) from None
+                                            exc.detail or str(what())) from None
             report.tick()

@@ -29,3 +29,10 @@ def test_without_losses_every_member_is_waited_for():
     with pytest.raises(StoreTimeoutError):
         barrier(store, "b", 2, 0.6, member=0, lost=set)
     barrier(store, "b", 2, 5.0, member=1, lost=set)
+
+
+def test_a_barrier_that_times_out_says_how_many_arrived():
+    store = HashStore()
+    arrive(store, "b", 3, member=1)
+    with pytest.raises(StoreTimeoutError, match="rpc shutdown: 2 of 3 workers arrived"):
+        barrier(store, "b", 3, 0.3, "rpc shutdown", "workers", member=0, lost=set)
