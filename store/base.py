@@ -62,9 +62,15 @@ def to_bytes(value: object, name: str = "value") -> bytes:
     raise TypeError(f"{name} must be bytes or str, got {type(value).__name__}")
 
 
+# A counter is a signed 64-bit integer, as torch's, so that clients in any language read it.
+COUNTER_MIN, COUNTER_MAX = -2**63, 2**63 - 1
+
+
 def check_amount(amount: object) -> int:
     if isinstance(amount, bool) or not isinstance(amount, int):
         raise TypeError(f"amount must be int, got {type(amount).__name__}")
+    if not COUNTER_MIN <= amount <= COUNTER_MAX:
+        raise OverflowError(f"amount {amount} does not fit a signed 64-bit counter")
     return amount
 
 

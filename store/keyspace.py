@@ -21,6 +21,8 @@ from store.base import (
     Store,
     Timeout,
     Value,
+    COUNTER_MAX,
+    COUNTER_MIN,
     check_amount,
     check_key,
     check_keys,
@@ -92,6 +94,9 @@ class KeySpace:
                 raise ValueError(
                     f"add: key {key!r} holds {current[:32]!r}, not a decimal integer"
                 ) from None
+        if not COUNTER_MIN <= total <= COUNTER_MAX:  # torch's would wrap around
+            raise OverflowError(f"add: key {key!r} would pass a signed 64-bit counter's "
+                                f"range ({current.decode('ascii')} + {amount}); it is unchanged")
         self._put(key, str(total).encode("ascii"))
         return total
 

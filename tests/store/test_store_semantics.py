@@ -134,6 +134,17 @@ def test_add_continues_a_counter_set_as_decimal_text(store):
     assert store.add("c", 1) == 42
 
 
+def test_a_counter_stays_a_signed_64_bit_integer_and_an_add_past_it_changes_nothing(store):
+    # torch's counter is an int64 that wraps around; here the add that would wrap fails
+    assert store.add("c", 2**63 - 1) == 2**63 - 1
+    with pytest.raises(OverflowError, match="key '(.*/)?c'"):
+        store.add("c", 1)
+    assert store.add("c", 0) == 2**63 - 1
+    with pytest.raises(OverflowError):
+        store.add("d", 2**63)
+    assert not store.check(["d"])
+
+
 def test_add_to_a_non_integer_value_raises_value_error_naming_the_key(store):
     store.set("name", b"alice")
     with pytest.raises(ValueError, match="name"):
