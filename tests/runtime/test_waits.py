@@ -2,7 +2,8 @@
 import pytest
 import structlog
 
-from actors.runtime.process.waits import SlowWait, reported_by, when_due
+from actors.runtime.introspection.recorder import _size as recorder_size
+from actors.runtime.process.waits import SlowWait, first_report_after, reported_by, when_due
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -92,3 +93,22 @@ def test_a_command_takes_the_reports_instead_of_the_log(monkeypatch):
     with structlog.testing.capture_logs() as logs:
         assert wait.tick()
     assert told == [(("nodes", 1, 2), 1.5)] and logs == []
+
+
+@pytest.mark.parametrize("variable, value, read", [
+    ("ACTORGRAD_WAIT_WARN_AFTER", "0", lambda: first_report_after()),
+    ("ACTORGRAD_WAIT_WARN_AFTER", "ten", lambda: first_report_after()),
+    ("ACTORGRAD_FLIGHT_RECORDER_SIZE", "1e3", lambda: recorder_size()),
+    ("ACTORGRAD_FLIGHT_RECORDER_SIZE", "-5", lambda: recorder_size()),
+])
+def test_a_setting_that_does_not_read_as_one_gives_the_default_with_one_warning(
+        monkeypatch, variable, value, read):
+    monkeypatch.setenv(variable, value)
+    with structlog.testing.capture_logs() as logs:
+        default = read()
+        assert read() == default  # read on every wait: it warns once
+    assert default == {"ACTORGRAD_WAIT_WARN_AFTER": 10.0,
+                       "ACTORGRAD_FLIGHT_RECORDER_SIZE": 4096}[variable]
+    warned = [entry for entry in logs if entry["event"] == "setting_ignored"]
+    assert [(w["variable"], w["value"], w["log_level"]) for w in warned] == \
+        [(variable, value, "warning")]

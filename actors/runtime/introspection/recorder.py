@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..concurrency.weak import members
 from ..process.log import get_logger
+from ..process.settings import number_setting
 from .dumps import WRITER, write_now
 
 log = get_logger(__name__)
@@ -94,10 +95,8 @@ def _ignore(*_args: Any) -> None:
 def _size() -> int:
     if os.environ.get(ENABLED_VARIABLE, "1") == "0":
         return 0
-    try:
-        return max(0, int(os.environ.get(SIZE_VARIABLE, DEFAULT_SIZE)))
-    except ValueError:
-        return DEFAULT_SIZE
+    return number_setting(SIZE_VARIABLE, DEFAULT_SIZE, int, lambda size: size >= 0,
+                          "a whole number of entries, 0 or more")
 
 
 class Traffic:

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import threading
 import time
 from typing import Any, Callable, Iterator, Optional, Tuple
 
 from actors.runtime.process.log import get_logger
+from actors.runtime.process.settings import number_setting
 
 AFTER_VARIABLE = "ACTORGRAD_WAIT_WARN_AFTER"
 EVERY_VARIABLE = "ACTORGRAD_WAIT_WARN_EVERY"
@@ -39,11 +39,8 @@ Report = Callable[[Any, float], None]
 
 
 def _seconds(variable: str, default: float) -> float:
-    try:
-        value = float(os.environ.get(variable, default))
-    except ValueError:
-        return default
-    return value if value > 0 else default
+    return number_setting(variable, default, float, lambda value: 0 < value < math.inf,
+                          "seconds, more than 0")
 
 
 def first_report_after() -> float:
