@@ -7,7 +7,7 @@ and `dst` are global ranks. With ``async_op=True`` a call returns a `Work`.
 from __future__ import annotations
 
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
 import cloudpickle
 
@@ -62,7 +62,8 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Group = None,
     def body(call: Call) -> None:
         collectives.all_reduce(call, array, op)
 
-    return _run(group, ("all_reduce", op.name, array.dtype.str, array.shape), body, async_op)
+    return _run(group, ("all_reduce", op.name, array.dtype.str, array.shape), body, async_op,
+                [tensor])
 
 
 def broadcast(tensor: Any, src: int, group: Group = None, async_op: bool = False
@@ -81,7 +82,8 @@ def broadcast(tensor: Any, src: int, group: Group = None, async_op: bool = False
         if result is not array:
             array[...] = result
 
-    return _run(pg, ("broadcast", root, array.dtype.str, array.shape), body, async_op)
+    return _run(pg, ("broadcast", root, array.dtype.str, array.shape), body, async_op,
+                [tensor])
 
 
 def reduce(tensor: Any, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group = None,
@@ -101,7 +103,8 @@ def reduce(tensor: Any, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group = No
         if result is not None:
             array[...] = result
 
-    return _run(pg, ("reduce", root, op.name, array.dtype.str, array.shape), body, async_op)
+    return _run(pg, ("reduce", root, op.name, array.dtype.str, array.shape), body, async_op,
+                [tensor])
 
 
 def all_gather(tensor_list: List[Any], tensor: Any, group: Group = None,
@@ -118,7 +121,8 @@ def all_gather(tensor_list: List[Any], tensor: Any, group: Group = None,
     def body(call: Call) -> None:
         collectives.all_gather_into(call, array, outputs)
 
-    return _run(pg, ("all_gather", array.dtype.str, array.shape), body, async_op)
+    return _run(pg, ("all_gather", array.dtype.str, array.shape), body, async_op,
+                list(tensor_list))
 
 
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group = None,
@@ -137,7 +141,8 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group =
     def body(call: Call) -> None:
         collectives.all_gather_into(call, array, list(out.reshape(pg.size, *array.shape)))
 
-    return _run(pg, ("all_gather", array.dtype.str, array.shape), body, async_op)
+    return _run(pg, ("all_gather", array.dtype.str, array.shape), body, async_op,
+                [output_tensor])
 
 
 def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
@@ -156,7 +161,8 @@ def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
             for out, piece in zip(outputs, pieces):
                 out[...] = piece
 
-    return _run(pg, ("gather", root, array.dtype.str, array.shape), body, async_op)
+    return _run(pg, ("gather", root, array.dtype.str, array.shape), body, async_op,
+                list(gather_list) if outputs is not None else [])
 
 
 def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
@@ -172,7 +178,8 @@ def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
     def body(call: Call) -> None:
         array[...] = collectives.scatter(call, pieces, root)
 
-    return _run(pg, ("scatter", root, array.dtype.str, array.shape), body, async_op)
+    return _run(pg, ("scatter", root, array.dtype.str, array.shape), body, async_op,
+                [tensor])
 
 
 def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOp = ReduceOp.SUM,
@@ -190,7 +197,8 @@ def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOp = ReduceOp.S
     def body(call: Call) -> None:
         out[...] = collectives.reduce_scatter(call, pieces, op)
 
-    return _run(pg, ("reduce_scatter", op.name, out.dtype.str, out.shape), body, async_op)
+    return _run(pg, ("reduce_scatter", op.name, out.dtype.str, out.shape), body, async_op,
+                [output])
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,
@@ -206,7 +214,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,
         raise ValueError(f"reduce_scatter_tensor: input {array.dtype}{list(array.shape)} is "
                          f"not {pg.size} × output {out.dtype}{list(out.shape)}")
     pieces = list(array.reshape(pg.size, -1).reshape((pg.size,) + out.shape))
-    return reduce_scatter(out, pieces, op, pg, async_op)
+    return reduce_scatter(output, pieces, op, pg, async_op)
 
 
 def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
@@ -229,7 +237,7 @@ def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
                                  f"an output of {out.dtype}{list(out.shape)}")
             out[...] = piece
 
-    return _run(pg, ("all_to_all", len(shapes)), body, async_op)
+    return _run(pg, ("all_to_all", len(shapes)), body, async_op, list(output_tensor_list))
 
 
 def barrier(group: Group = None, async_op: bool = False, device_ids: Any = None
@@ -324,6 +332,13 @@ def broadcast_object_list(object_list: List[Any], src: int = 0, group: Group = N
 
 # ---- helpers ---------------------------------------------------------------------------
 
-def _run(group: Group, describe: tuple, body: Any, async_op: bool) -> Optional[Work]:
-    work = group_or_default(group).run(describe, body, async_op)
+def _run(group: Group, describe: tuple, body: Any, async_op: bool,
+         outputs: Sequence[Any] = ()) -> Optional[Work]:
+    """Run `body` as the group's next call; with `async_op`, a Work whose result is
+    `outputs` (torch's list of output tensors), else None."""
+    def run(call: Call) -> List[Any]:
+        body(call)
+        return list(outputs)
+
+    work = group_or_default(group).run(describe, run, async_op)
     return work if async_op else None

@@ -35,6 +35,7 @@ from actors.runtime.introspection.status import dump_recorder
 from actors.runtime.process.log import get_logger
 from actors.runtime.process.waits import SlowWait
 from actors.runtime.protocol.bounded import shorten
+from store.base import Timeout, to_seconds
 
 from .errors import CollectiveMismatchError, DistError, RankLostError
 from .transport import Transport
@@ -49,17 +50,26 @@ _groups: "weakref.WeakSet[ProcessGroup]" = weakref.WeakSet()
 
 
 class Work:
-    """A collective started with ``async_op=True``."""
+    """A collective started with ``async_op=True``.
+
+    As in torch, its result (and its future's value) is the list of the call's outputs,
+    the very objects passed in: ``[tensor]`` for `all_reduce`, `broadcast`, `reduce`
+    and `scatter`, the output list of `all_gather` and `all_to_all`, the gather list on
+    `gather`'s `dst` and ``[]`` elsewhere, ``[]`` for `barrier`; so a torch completion
+    callback such as ``fut.then(lambda f: f.value()[0] / world)`` runs unchanged.
+    """
 
     def __init__(self, future: Future):
         self._future = future
 
-    def wait(self, timeout: Optional[float] = None) -> bool:
-        """Block until done; raise its error. True, as torch's `Work.wait` returns."""
+    def wait(self, timeout: Timeout = None) -> bool:
+        """Block until done (at most `timeout`, seconds or a timedelta, as torch's);
+        raise its error. True, as torch's `Work.wait` returns."""
+        seconds = to_seconds(timeout)
         try:
-            self._future.wait(timeout)
+            self._future.wait(seconds)
         except FutureTimeoutError:
-            raise TimeoutError(f"collective not done within {timeout:g}s") from None
+            raise TimeoutError(f"collective not done within {seconds:g}s") from None
         return True
 
     def is_completed(self) -> bool:
@@ -75,7 +85,7 @@ class Work:
         return self._future.exception() if self._future.done() else None
 
     def result(self) -> Any:
-        """Wait for the collective and return its result (`irecv`: the sender's rank; else None).
+        """Wait for the collective and return its outputs (`irecv`: the sender's rank).
 
         Raises the collective's error.
         """

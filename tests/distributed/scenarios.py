@@ -188,6 +188,24 @@ def tensors(rank, world):
     return weights.data
 
 
+def work_outputs(rank, world):
+    """What torch code reads from a Work: its future's value and its result, the call's
+    outputs; and a wait bounded by a timedelta."""
+    from datetime import timedelta
+
+    grads = np.full(3, rank + 1.0, np.float32)
+    averaged = dist.all_reduce(grads, async_op=True).get_future().then(
+        lambda fut: fut.value()[0] / world).wait(30)
+    gathered = [np.zeros(2, np.int64) for _ in range(world)]
+    work = dist.all_gather(gathered, np.full(2, rank), async_op=True)
+    waited = work.wait(timeout=timedelta(seconds=30))
+    same = [a is b for a, b in zip(work.result(), gathered)]
+    bucket = [np.zeros(2) for _ in range(world)] if rank == 0 else None
+    at_dst = dist.gather(np.full(2, rank, np.float64), bucket, dst=0, async_op=True).result()
+    barrier = dist.barrier(async_op=True).get_future().wait(30)
+    return averaged, waited, same, len(at_dst), barrier
+
+
 def beside_rpc(rank, world):
     """An RPC world on the same env:// store as the group: a call, then a reduction."""
     import operator

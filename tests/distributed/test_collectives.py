@@ -109,6 +109,16 @@ def test_an_engine_tensor_is_reduced_in_its_data():
         np.testing.assert_array_equal(data, np.full(3, 1.5, np.float32))
 
 
+def test_a_work_holds_the_outputs_as_torch_and_waits_for_a_timedelta():
+    """torch's completion callbacks read ``fut.value()[0]``; its Work.wait takes a timedelta."""
+    results = run_ranks(2, scenarios.work_outputs)
+    for rank, (averaged, waited, same, gathered, barrier) in enumerate(results):
+        np.testing.assert_array_equal(averaged, np.full(3, 1.5, np.float32))
+        assert waited is True and same == [True, True]
+        assert gathered == (2 if rank == 0 else 0)
+        assert barrier == []
+
+
 @pytest.mark.slow
 def test_a_group_started_as_the_launcher_starts_workers_lives_beside_an_rpc_world():
     results = run_ranks(2, scenarios.beside_rpc, init="env")
