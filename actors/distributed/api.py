@@ -27,8 +27,10 @@ def get_rank(group: Group = None) -> int:
 
 
 def get_world_size(group: Group = None) -> int:
-    """The number of ranks in `group` (the default group when None), as torch's."""
-    return group_or_default(group).size
+    """The number of ranks in `group` (the default group when None); -1 if this process is
+    not a member, as torch's."""
+    pg = group_or_default(group)
+    return pg.size if pg.rank >= 0 else -1
 
 
 def get_global_rank(group: ProcessGroup, group_rank: int) -> int:

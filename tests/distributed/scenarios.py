@@ -110,14 +110,15 @@ def point_to_point(rank, world):
 def subgroup(rank, world):
     group = dist.new_group([0, 2])
     array = np.full(3, rank + 1.0, np.float32)
+    size = dist.get_world_size(group)
     if dist.get_rank(group) >= 0:
         dist.all_reduce(array, group=group)
-        return dist.get_rank(group), array, None
+        return dist.get_rank(group), array, None, size
     try:
         dist.all_reduce(array, group=group)
     except dist.DistError as exc:
-        return -1, array, str(exc)
-    return -1, array, "no error"
+        return -1, array, str(exc), size
+    return -1, array, "no error", size
 
 
 def mismatched_shape(rank, world):

@@ -97,6 +97,7 @@ def test_tagged_sends_stay_apart_and_recv_from_anyone_returns_the_sender(world):
 def test_a_subgroup_reduces_among_its_members_and_refuses_the_others():
     results = run_ranks(4, scenarios.subgroup)
     assert [r[0] for r in results] == [0, -1, 1, -1]
+    assert [r[3] for r in results] == [2, -1, 2, -1]  # torch's get_world_size for non-members
     for rank in (0, 2):
         np.testing.assert_array_equal(results[rank][1], np.full(3, 4.0))
     for rank in (1, 3):
