@@ -13,7 +13,7 @@ import cloudpickle
 
 from . import collectives
 from .algorithms import ReduceOp, check_op
-from .arguments import Group, array_of, arrays_of, group_rank, rooted
+from .arguments import Group, array_of, arrays_of, group_rank, rooted, split
 from .errors import CollectiveTimeoutError, DistError
 from .group import Call, ProcessGroup, Work
 from .world import group_or_default
@@ -141,7 +141,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group =
                          f"cannot hold {pg.size} × {array.dtype}{list(array.shape)}")
 
     def body(call: Call) -> None:
-        collectives.all_gather_into(call, array, list(out.reshape(pg.size, *array.shape)))
+        collectives.all_gather_into(call, array, split(out, pg.size, array.shape))
 
     return _run(pg, ("all_gather", array.dtype.str, array.shape), body, async_op,
                 [output_tensor])
@@ -215,8 +215,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: ReduceOp = ReduceOp.SUM,
     if array.size != out.size * pg.size or out.dtype != array.dtype:
         raise ValueError(f"reduce_scatter_tensor: input {array.dtype}{list(array.shape)} is "
                          f"not {pg.size} × output {out.dtype}{list(out.shape)}")
-    pieces = list(array.reshape(pg.size, -1).reshape((pg.size,) + out.shape))
-    return reduce_scatter(output, pieces, op, pg, async_op)
+    return reduce_scatter(output, split(array, pg.size, out.shape), op, pg, async_op)
 
 
 def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],

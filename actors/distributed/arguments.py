@@ -65,3 +65,11 @@ def arrays_of(values: Optional[Sequence[Any]], count: int, name: str,
                 raise ValueError(f"{name}: {array.dtype}{list(array.shape)} does not match "
                                  f"{like.dtype}{list(like.shape)}")
     return arrays
+
+
+def split(array: np.ndarray, count: int, shape: tuple) -> List[np.ndarray]:
+    """`array` (of `count` times `shape`'s elements) as `count` consecutive views of
+    `shape`: writing into a piece writes into `array`, 0-d pieces included (iterating
+    over a 1-d array would give copies as numpy scalars)."""
+    rows = array.reshape(count, int(np.prod(shape, dtype=np.int64)))
+    return [row.reshape(shape) for row in rows]

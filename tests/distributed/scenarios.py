@@ -207,6 +207,15 @@ def work_outputs(rank, world):
     return averaged, waited, same, len(at_dst), barrier
 
 
+def scalars_into_tensors(rank, world):
+    """0-d arrays through the one-array forms: a loss per rank gathered, a sum scattered."""
+    losses = np.zeros(world, np.float32)
+    dist.all_gather_into_tensor(losses, np.array(rank + 0.5, np.float32))
+    mine = np.zeros((), np.int64)
+    dist.reduce_scatter_tensor(mine, np.arange(world) * (rank + 1))
+    return losses, mine
+
+
 def beside_rpc(rank, world):
     """An RPC world on the same env:// store as the group: a call, then a reduction."""
     import operator

@@ -110,6 +110,13 @@ def test_an_engine_tensor_is_reduced_in_its_data():
         np.testing.assert_array_equal(data, np.full(3, 1.5, np.float32))
 
 
+def test_the_one_array_forms_take_0d_pieces():
+    results = run_ranks(2, scenarios.scalars_into_tensors)
+    for rank, (losses, mine) in enumerate(results):
+        np.testing.assert_array_equal(losses, [0.5, 1.5])
+        assert mine.shape == () and mine == rank * (1 + 2)
+
+
 def test_a_work_holds_the_outputs_as_torch_and_waits_for_a_timedelta():
     """torch's completion callbacks read ``fut.value()[0]``; its Work.wait takes a timedelta."""
     results = run_ranks(2, scenarios.work_outputs)
