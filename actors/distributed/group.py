@@ -21,7 +21,7 @@ import queue
 import threading
 import time
 import weakref
-from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -47,6 +47,9 @@ _STOP = object()
 # part: the data is what it found.
 MISMATCH_FOUND = "mismatch found"
 _groups: "weakref.WeakSet[ProcessGroup]" = weakref.WeakSet()
+# How many of its last calls a group remembers, to judge the messages of their steps
+# that arrive after them.
+HISTORY = 64
 
 
 class Work:
@@ -153,21 +156,24 @@ class Call:
         self.delivered.add(sender)
         if call != self.describe or sent_phase != phase:
             dump_recorder("collective_mismatch")
-            group.transport.open(data)  # frees a shared array's slots
+            found = group.transport.open(data)  # frees a shared array's slots
             if sent_phase == MISMATCH_FOUND:
-                raise CollectiveMismatchError(f"{data} (found by rank {sender})")
+                raise CollectiveMismatchError(f"{found} (found by rank {sender})")
             ours, theirs = _render(self.describe), _render(call)
             if ours == theirs:  # same call, another algorithm: e.g. shared memory on one only
                 ours, theirs = f"{ours} at phase {phase}", f"{theirs} at phase {sent_phase}"
-            found = (f"rank {group.ranks[group.rank]} called {ours} but rank "
-                     f"{sender} called {theirs} at step {self.step} of the group")
-            # The others may wait for this rank's part, which will not come: tell them why.
-            try:
-                self.send_all(self.peers(), MISMATCH_FOUND, found)
-            except Exception as exc:  # noqa: BLE001 - the mismatch is the error to raise
-                log.info("mismatch_notice_not_sent", error=f"{type(exc).__name__}: {exc}")
-            raise CollectiveMismatchError(found)
+            self.mismatch(f"rank {group.ranks[group.rank]} called {ours} but rank "
+                          f"{sender} called {theirs} at step {self.step} of the group")
         return data
+
+    def mismatch(self, found: str) -> None:
+        """Raise CollectiveMismatchError(`found`), after telling the peers, which may wait
+        for this rank's part of the call, which will not come."""
+        try:
+            self.send_all(self.peers(), MISMATCH_FOUND, found)
+        except Exception as exc:  # noqa: BLE001 - the mismatch is the error to raise
+            log.info("mismatch_notice_not_sent", error=f"{type(exc).__name__}: {exc}")
+        raise CollectiveMismatchError(found)
 
     def peers(self) -> List[int]:
         """The other group ranks."""
@@ -198,6 +204,9 @@ class ProcessGroup:
         self._began = 0.0  # when it began (monotonic)
         # (describe, step, monotonic end, error text or None) of the last call
         self.last: Optional[tuple] = None
+        # step -> (describe, whether it failed) of the last HISTORY calls, to judge the
+        # messages of their steps that they did not take (`_check_stale`)
+        self._history: Dict[int, Tuple[tuple, bool]] = {}
         self._on_destroy: List[Callable[[], None]] = []
         _groups.add(self)
         TRAFFIC.watch(self)
@@ -254,6 +263,7 @@ class ProcessGroup:
         self.current = call
         error = None
         try:
+            self._check_stale(call)
             value = body(call)
             failure = self.transport.failure
             if failure is not None and failure[0] == self.id:
@@ -268,9 +278,38 @@ class ProcessGroup:
         finally:
             self.current = None
             self.last = (call.describe, call.step, time.monotonic(), error)
+            self._history[call.step] = (call.describe, error is not None)
+            self._history.pop(call.step - HISTORY, None)
             if RECORDING:
                 record((time.monotonic_ns(), OP, self.id, call.describe[0], call.step, 0, 0,
                         error, self._began))
+
+    def _check_stale(self, call: Call) -> None:
+        """Raise CollectiveMismatchError for a message of an earlier step that the call
+        of that step, which succeeded here, did not take: its sender called something
+        else there (two ranks each took itself for a broadcast's root, and neither
+        received), or found a mismatch with another rank after this one was done.
+
+        Found at this rank's next call of the group, when the earlier one had nothing
+        to receive from the sender. Messages of a step that failed here (its error told
+        already, or a peer's part came after its timeout) are dropped.
+        """
+        found = None
+        for (_, step, sender), (theirs, data) in self.transport.inbox.take_stale(self.id,
+                                                                                 call.step):
+            data = self.transport.open(data)  # frees a shared array's slots
+            ours, failed = self._history.get(step, (None, True))
+            describe, phase = theirs
+            if found is not None or failed or (describe == ours and phase != MISMATCH_FOUND):
+                continue
+            if phase == MISMATCH_FOUND:
+                found = f"{data} (found by rank {sender})"
+            else:
+                found = (f"rank {self.transport.rank} called {_render(ours)} but rank {sender} "
+                         f"called {_render(describe)} at step {step} of the group")
+        if found is not None:
+            dump_recorder("collective_mismatch")
+            call.mismatch(f"{found}; raised at step {call.step}, this rank's next call")
 
     def open_entries(self) -> List[tuple]:
         """The collective running now, as a flight-recorder entry of its start."""

@@ -15,7 +15,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
-from typing import Any, Callable, Deque, Dict, Hashable, Iterable, Optional, Set, Tuple
+from typing import (Any, Callable, Deque, Dict, Hashable, Iterable, List, Optional, Set,
+                    Tuple)
 
 from actors.runtime.introspection.status import dump_recorder
 from actors.runtime.process.waits import SlowWait
@@ -121,6 +122,16 @@ class Inbox:
         with self._cond:
             return {key[-1] for key in self._queues
                     if isinstance(key, tuple) and len(key) == size and key[:-1] == prefix}
+
+    def take_stale(self, group: str, step: int) -> List[Tuple[Key, Any]]:
+        """Take every message of `group`'s collectives at steps before `step`, keyed
+        ``(group, step, sender)``, oldest step first: messages that the calls of those
+        steps did not take and no later call will."""
+        with self._cond:
+            stale = sorted(key for key in self._queues if isinstance(key, tuple) and len(key) == 3
+                           and key[0] == group
+                           and isinstance(key[1], int) and key[1] < step)
+            return [(key, message) for key in stale for message in self._queues.pop(key)]
 
     def take(self, key: Key, sender: int, ranks: Iterable[int], deadline: Optional[float],
              what: Callable[[], str], slow: Optional[Callable[[], SlowWait]] = None) -> Any:

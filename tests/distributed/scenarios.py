@@ -152,6 +152,20 @@ def one_calls_broadcast(rank, world):
     return "no error", ""
 
 
+def roots_disagree(rank, world):
+    """Every rank broadcasts as its own root, so none receives; then an all_reduce: what
+    each call raises."""
+    outcomes = []
+    for call in (lambda: dist.broadcast(np.full(4, rank, np.float32), src=rank),
+                 lambda: dist.all_reduce(np.zeros(4, np.float32))):
+        try:
+            call()
+            outcomes.append(("no error", ""))
+        except Exception as exc:  # noqa: BLE001 - the test checks it
+            outcomes.append((type(exc).__name__, str(exc)))
+    return outcomes
+
+
 def dies_or_loops(rank, world, victim, how):
     """Every rank loops all_reduce; `victim` kills (or stops) itself after a few rounds.
     Survivors return (error type, message, seconds from the victim's end to the error)."""

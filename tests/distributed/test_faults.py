@@ -54,6 +54,17 @@ def test_ranks_that_wait_for_the_part_of_a_rank_that_found_a_mismatch_are_told_a
         assert message.endswith("(found by rank 2)")
 
 
+def test_ranks_that_disagree_on_a_broadcasts_root_are_told_at_their_next_call():
+    """A root receives nothing, so a broadcast whose every rank is its own root returns
+    at once everywhere (torch's waits out its timeout); the next call raises, naming the
+    roots, instead of going on with arrays that were never broadcast."""
+    for bcast, after in run_ranks(3, scenarios.roots_disagree):
+        assert bcast == ("no error", "")
+        kind, message = after
+        assert kind == "CollectiveMismatchError", message
+        assert message.count("called broadcast(") == 2 and "at step 0" in message
+
+
 def test_monitored_barrier_names_the_rank_that_did_not_arrive_and_nobody_passes():
     results = run_ranks(3, scenarios.monitored, 2)
     assert results[0] == ("raised", "monitored_barrier: rank 2 did not arrive within 1s")
