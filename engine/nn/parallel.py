@@ -1,16 +1,17 @@
 """`DistributedDataParallel`: gradients averaged across a process group during backward.
 
-At construction rank 0's parameters (and buffers) are broadcast, so every rank starts
-equal. Parameters are packed into buckets of at most `bucket_cap_mb`, in reverse
-registration order (roughly the order backward produces their gradients, as torch's
-reducer assumes). Each parameter's post-accumulate-grad hook marks it ready; once
-every parameter of a bucket is ready, the bucket's gradients are flattened and
-all-reduced asynchronously, overlapping the rest of backward. Buckets start in index
-order on every rank, so every rank issues the same collectives in the same order.
-The first hook of a backward queues the reduction's end (`queue_callback`): once the
-pass has finished, every bucket not started yet starts (zeros stand for gradients
-that never came), every all-reduce is awaited and the averages are written into
-``.grad``, bit-identical on every rank.
+At construction the ranks check that they wrap the same parameters (names, shapes,
+dtypes; a RuntimeError on every rank otherwise, as in torch), and rank 0's are
+broadcast, so every rank starts equal. Parameters are packed into buckets of at most
+`bucket_cap_mb`, in reverse registration order (roughly the order backward produces
+their gradients, as torch's reducer assumes). Each parameter's post-accumulate-grad
+hook marks it ready; once every parameter of a bucket is ready, the bucket's gradients
+are flattened and all-reduced asynchronously, overlapping the rest of backward.
+Buckets start in index order on every rank, so every rank issues the same collectives
+in the same order. The first hook of a backward queues the reduction's end
+(`queue_callback`): once the pass has finished, every bucket not started yet starts
+(zeros stand for gradients that never came), every all-reduce is awaited and the
+averages are written into ``.grad``, bit-identical on every rank.
 
 Agreement on which parameters got a gradient travels with the gradients: each bucket
 carries one extra element per parameter, 1 where this rank has its gradient, so after
@@ -103,8 +104,10 @@ class DistributedDataParallel(Module):
     # -- where the reduction meets its group (a fault-tolerant wrapper overrides these) --
 
     def _start_equal(self) -> None:
-        """Make every rank start from rank 0's parameters."""
+        """Check that every rank wraps the same parameters, then make every rank start
+        from rank 0's."""
         group = self._group
+        _check_same_model(self.module, group)
         root = 0 if group is None else dist.get_global_rank(group, 0)
         for param in self.module.parameters():
             dist.broadcast(param.data, src=root, group=group)
@@ -243,6 +246,34 @@ def _set(ddp: DistributedDataParallel, **attributes: Any) -> None:
     """Plain attributes, kept out of the Module's parameter and submodule registries."""
     for name, value in attributes.items():
         object.__setattr__(ddp, name, value)
+
+
+def _check_same_model(module: Module, group: Optional[dist.ProcessGroup]) -> None:
+    """RuntimeError on every rank unless every rank's `module` has the same parameters:
+    names, shapes and dtypes, in order (torch checks it at construction too). Else the
+    broadcast of the first different one fails on some ranks only, or a rank with more
+    parameters meets the others' first gradient all-reduce."""
+    mine = [(name, p.data.dtype.str, p.data.shape) for name, p in module.named_parameters()]
+    models: List[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(models, mine, group=group)
+    for index, theirs in enumerate(models):
+        if theirs != models[0]:
+            rank = index if group is None else dist.get_global_rank(group, index)
+            first = 0 if group is None else dist.get_global_rank(group, 0)
+            raise RuntimeError(f"DistributedDataParallel expects the same model on every rank; "
+                               f"{_first_difference(models[0], theirs, first, rank)}")
+
+
+def _first_difference(ours: List[tuple], theirs: List[tuple], rank: int, other: int) -> str:
+    if len(ours) != len(theirs):
+        return (f"rank {rank} has {len(ours)} parameters and rank {other} has "
+                f"{len(theirs)}")
+    index, (name, dtype, shape), (other_name, other_dtype, other_shape) = next(
+        (i, a, b) for i, (a, b) in enumerate(zip(ours, theirs)) if a != b)
+    what = name if name == other_name else f"#{index} ({name} on rank {rank}, {other_name} on " \
+        f"rank {other})"
+    return (f"parameter {what} is {np.dtype(dtype)}{list(shape)} on rank {rank} but "
+            f"{np.dtype(other_dtype)}{list(other_shape)} on rank {other}")
 
 
 def _reached_parameters(output: Any) -> Set[int]:

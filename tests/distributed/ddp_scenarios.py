@@ -98,3 +98,20 @@ def no_sync_decided_by_the_forward(rank, world):
     with model.no_sync():
         F.mse_loss(model(x, True), y).backward()
     return found + [model.module.used.weight.grad.copy()]
+
+
+def wraps_other_models(rank, world, differ):
+    """DDP around a model that differs on rank 1 (`differ`: "shape" or "count"): the
+    error each rank's constructor raises."""
+    from engine.nn import Linear, Sequential
+    from engine.nn.parallel import DistributedDataParallel
+
+    width = 3 + rank if differ == "shape" else 3
+    layers = [Linear(4, width), Linear(width, 2)]
+    if differ == "count" and rank == 1:
+        layers.append(Linear(2, 2))
+    try:
+        DistributedDataParallel(Sequential(*layers))
+    except Exception as exc:  # noqa: BLE001 - the test checks it
+        return type(exc).__name__, str(exc)
+    return "no error", ""

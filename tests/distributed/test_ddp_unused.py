@@ -96,3 +96,16 @@ def test_the_forward_decides_whether_a_backward_synchronises_as_in_torch():
     for rank, (local, synced, _) in enumerate(results):
         np.testing.assert_array_equal(local, own[rank])  # forward inside: stays local
         np.testing.assert_allclose(synced, (own[0] + own[1]) / 2, rtol=1e-6)  # outside
+
+
+@pytest.mark.parametrize("differ, says", [
+    ("shape", "parameter 0.weight is float32[3, 4] on rank 0 but float32[4, 4] on rank 1"),
+    ("count", "rank 0 has 4 parameters and rank 1 has 6"),
+])
+def test_models_that_differ_across_ranks_are_an_error_on_every_rank_at_construction(
+        differ, says):
+    """As torch's: named at once on every rank, not as a broadcast that fails on the
+    ranks that receive it, or as a gradient all-reduce that meets a broadcast."""
+    for kind, message in run_ranks(2, sc.wraps_other_models, differ, timeout=RANKS_FINISH):
+        assert kind == "RuntimeError", message
+        assert "expects the same model on every rank" in message and says in message
