@@ -28,8 +28,8 @@ ALL_TO_ALL_BARRIER_MAX = 8
 class ReduceOp(enum.Enum):
     """How a reduction combines the ranks' arrays, elementwise: torch's `ReduceOp` names.
 
-    AVG is the sum divided by the number of ranks and needs a floating dtype; every
-    op needs a numeric dtype (TypeError otherwise).
+    AVG is the sum divided by the number of ranks and needs a floating dtype; MIN and
+    MAX take no complex dtype; every op needs a numeric dtype (TypeError otherwise).
     """
 
     SUM = "sum"
@@ -44,13 +44,17 @@ _UFUNCS = {ReduceOp.SUM: np.add, ReduceOp.AVG: np.add, ReduceOp.PRODUCT: np.mult
 
 
 def check_op(op: ReduceOp, dtype: np.dtype) -> None:
-    """TypeError for an op the dtype cannot take (AVG of integers, any op on objects)."""
+    """TypeError for an op the dtype cannot take (AVG of integers, MAX of complex numbers,
+    any op on objects)."""
     if not isinstance(op, ReduceOp):
         raise TypeError(f"op must be a ReduceOp, got {op!r}")
     if dtype.hasobject or dtype.kind not in "biufc":
         raise TypeError(f"cannot reduce arrays of dtype {dtype}")
     if op is ReduceOp.AVG and dtype.kind not in "fc":
         raise TypeError(f"ReduceOp.AVG needs a floating dtype, got {dtype}")
+    if op in (ReduceOp.MIN, ReduceOp.MAX) and dtype.kind == "c":
+        # numpy would order complex numbers lexicographically; torch refuses them
+        raise TypeError(f"ReduceOp.{op.name} cannot order complex numbers ({dtype})")
 
 
 def combine(op: ReduceOp, acc: np.ndarray, other: np.ndarray) -> np.ndarray:

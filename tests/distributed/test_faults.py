@@ -88,6 +88,8 @@ def test_wrong_arguments_are_refused_before_anything_is_sent(tmp_path):
             dist.all_reduce(np.zeros((4, 4))[:, 1])
         with pytest.raises(TypeError, match="AVG needs a floating dtype"):
             dist.all_reduce(np.zeros(3, np.int32), op=dist.ReduceOp.AVG)
+        with pytest.raises(TypeError, match="MAX cannot order complex numbers"):
+            dist.all_reduce(np.ones(2, np.complex64), op=dist.ReduceOp.MAX)
         with pytest.raises(ValueError, match="src=3 is not a rank"):
             dist.broadcast(np.zeros(3), src=3)
         with pytest.raises(dist.DistError, match="already initialized"):
