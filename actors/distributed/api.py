@@ -232,10 +232,12 @@ def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
     shapes = tuple((a.dtype.str, a.shape) for a in inputs)
 
     def body(call: Call) -> None:
-        for out, piece in zip(outputs, collectives.all_to_all(call, inputs)):
+        received = collectives.all_to_all(call, inputs)
+        for sender, out, piece in zip(pg.ranks, outputs, received):
             if out.shape != piece.shape or out.dtype != piece.dtype:
-                raise ValueError(f"all_to_all: received {piece.dtype}{list(piece.shape)} for "
-                                 f"an output of {out.dtype}{list(out.shape)}")
+                raise ValueError(f"all_to_all: rank {sender} sent {piece.dtype}"
+                                 f"{list(piece.shape)} for rank {pg.ranks[pg.rank]}'s output "
+                                 f"of {out.dtype}{list(out.shape)}")
             out[...] = piece
 
     return _run(pg, ("all_to_all", len(shapes)), body, async_op, list(output_tensor_list))

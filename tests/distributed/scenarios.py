@@ -152,6 +152,16 @@ def one_calls_broadcast(rank, world):
     return "no error", ""
 
 
+def all_to_all_of_other_shapes(rank, world):
+    """Rank 1 sends pieces of 3 elements into everyone's outputs of 2: what each raises."""
+    outputs = [np.zeros(2, np.float32) for _ in range(world)]
+    try:
+        dist.all_to_all(outputs, [np.ones(2 + (rank == 1), np.float32) for _ in range(world)])
+    except ValueError as exc:
+        return str(exc)
+    return "no error"
+
+
 def roots_disagree(rank, world):
     """Every rank broadcasts as its own root, so none receives; then an all_reduce: what
     each call raises."""

@@ -54,6 +54,12 @@ def test_ranks_that_wait_for_the_part_of_a_rank_that_found_a_mismatch_are_told_a
         assert message.endswith("(found by rank 2)")
 
 
+def test_an_all_to_all_piece_of_another_shape_names_its_sender():
+    for rank, message in enumerate(run_ranks(2, scenarios.all_to_all_of_other_shapes)):
+        assert message == (f"all_to_all: rank 1 sent float32[3] for rank {rank}'s output "
+                           f"of float32[2]")
+
+
 def test_ranks_that_disagree_on_a_broadcasts_root_are_told_at_their_next_call():
     """A root receives nothing, so a broadcast whose every rank is its own root returns
     at once everywhere (torch's waits out its timeout); the next call raises, naming the
