@@ -15,7 +15,7 @@ import os
 import threading
 import time
 from datetime import timedelta
-from typing import Any, List, Optional, Sequence, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from actors.debug.directory import publish
 from actors.network import bind_host, workers_on_host
@@ -25,7 +25,7 @@ from actors.runtime.process.log import get_logger
 from actors.runtime.process.tuning import keep_freed_memory, share_cores
 from store.agreement import Belief, agree, generation
 from store.base import Store, to_seconds
-from store.errors import StoreTimeoutError
+from store.errors import StoreConnectionError, StoreTimeoutError
 
 from .errors import DistError
 from .group import ProcessGroup
@@ -34,6 +34,9 @@ from .transport import Transport
 log = get_logger(__name__)
 
 DEFAULT_TIMEOUT = timedelta(minutes=30)
+# How many times a rank that lost its store connection while forming the default group
+# starts over (see `_rendezvous_and_form`); once is what a restarted master needs.
+STORE_LOST_RETRIES = 2
 _BACKENDS = ("zmq", "gloo")  # "gloo": torch scripts run unchanged on this backend
 
 
@@ -70,30 +73,62 @@ def init_process_group(backend: Optional[str] = None, init_method: Optional[str]
             raise DistError("the default process group is already initialized; call "
                             "destroy_process_group() first")
         if store is None:
-            from store import rendezvous
-
             if rank == -1 and "RANK" in os.environ and init_method in (None, "env://"):
                 rank = int(os.environ["RANK"])
-            store, rank, world_size = next(rendezvous(
-                init_method or "env://", rank, world_size, timeout=seconds,
-                wait_for_workers=False))
+            store, rank, world_size, group = _rendezvous_and_form(
+                init_method or "env://", rank, world_size, seconds)
             owns_store = True
         else:
-            owns_store = False
             if init_method is not None:
                 raise ValueError("init_method and store are mutually exclusive")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"init_process_group needs 0 <= rank < world_size, got "
-                             f"rank={rank}, world_size={world_size}")
-        try:
-            group = _form(store, rank, world_size, seconds)
-        except BaseException:
-            if owns_store:
-                store.close()
-            raise
+            group = _checked_form(store, rank, world_size, seconds, owns_store=False)
+            owns_store = False
         _world = _World(store, owns_store, group)
     at_exit.on_exit(_leave_at_exit)
     log.info("process_group_initialized", rank=rank, world_size=world_size)
+
+
+def _rendezvous_and_form(init_method: str, rank: int, world_size: int, timeout: float
+                         ) -> Tuple[Store, int, int, ProcessGroup]:
+    """(store, rank, world size, group): the group formed over the store of
+    `init_method`'s rendezvous.
+
+    A rank whose store connection is lost before the group formed starts over with a
+    new one, up to STORE_LOST_RETRIES times: the master of the previous group closes
+    that group's store when it destroys it, and a rank that destroyed its own first and
+    called init_process_group again may have reached that store just before; the
+    master opens the next one on the same port.
+    """
+    from store import rendezvous
+
+    deadline = time.monotonic() + timeout
+    for attempt in itertools.count():
+        left = max(0.0, deadline - time.monotonic())
+        try:
+            store, rank, world_size = next(rendezvous(
+                init_method, rank, world_size, timeout=left, wait_for_workers=False))
+            return store, rank, world_size, _checked_form(store, rank, world_size, left,
+                                                          owns_store=True)
+        except StoreConnectionError as exc:
+            if attempt == STORE_LOST_RETRIES or time.monotonic() >= deadline:
+                raise
+            log.info("process_group_store_lost", attempt=attempt + 1, error=str(exc))
+    raise AssertionError("unreachable")
+
+
+def _checked_form(store: Store, rank: int, world_size: int, timeout: float,
+                  owns_store: bool) -> ProcessGroup:
+    """The group formed over `store`, once `rank` and `world_size` are checked; the store
+    closed on failure if `owns_store`."""
+    if not 0 <= rank < world_size:
+        raise ValueError(f"init_process_group needs 0 <= rank < world_size, got "
+                         f"rank={rank}, world_size={world_size}")
+    try:
+        return _form(store, rank, world_size, timeout)
+    except BaseException:
+        if owns_store:
+            store.close()
+        raise
 
 
 def _leave_at_exit(deadline: float) -> None:

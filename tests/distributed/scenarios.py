@@ -240,6 +240,21 @@ def scalars_into_tensors(rank, world):
     return losses, mine
 
 
+def formed_again_while_the_master_lingers(rank, world):
+    """Under env://, every rank but 0 destroys its group and forms the next at once,
+    reaching the store server of the group rank 0 has not destroyed yet; rank 0 destroys
+    it a moment later and hosts the next one's on the same port. The next group's sum."""
+    if rank == 0:
+        time.sleep(1.0)
+    dist.destroy_process_group()
+    if rank == 0:
+        time.sleep(0.5)
+    dist.init_process_group()
+    array = np.ones(2)
+    dist.all_reduce(array)
+    return array
+
+
 def beside_rpc(rank, world):
     """An RPC world on the same env:// store as the group: a call, then a reduction."""
     import operator

@@ -135,6 +135,11 @@ def test_a_group_started_as_the_launcher_starts_workers_lives_beside_an_rpc_worl
         np.testing.assert_array_equal(array, [1.0, 1.0])
 
 
+def test_a_rank_that_reached_the_previous_groups_store_forms_the_next_group_on_the_new_one():
+    for array in run_ranks(2, scenarios.formed_again_while_the_master_lingers, init="env"):
+        np.testing.assert_array_equal(array, [2.0, 2.0])
+
+
 @pytest.mark.slow
 def test_groups_form_again_and_again_on_a_store_the_ranks_pass_in(tmp_path):
     results = run_ranks(2, scenarios.explicit_store, str(tmp_path / "store"))
