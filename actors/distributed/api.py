@@ -13,7 +13,7 @@ import cloudpickle
 
 from . import collectives
 from .algorithms import ReduceOp, check_op
-from .arguments import Group, array_of, arrays_of, group_rank, rooted, split
+from .arguments import Group, array_of, arrays_of, group_rank, rooted, split, written
 from .errors import CollectiveTimeoutError, DistError
 from .group import Call, ProcessGroup, Work
 from .world import group_or_default
@@ -60,6 +60,7 @@ def all_reduce(tensor: Any, op: ReduceOp = ReduceOp.SUM, group: Group = None,
     """
     array = array_of(tensor)
     check_op(op, array.dtype)
+    written("all_reduce", "tensor", array)
 
     def body(call: Call) -> None:
         collectives.all_reduce(call, array, op)
@@ -78,6 +79,8 @@ def broadcast(tensor: Any, src: int, group: Group = None, async_op: bool = False
     array = array_of(tensor)
     pg = group_or_default(group)
     root = group_rank(pg, src, "src")
+    if pg.rank != root:
+        written("broadcast", "tensor", array)
 
     def body(call: Call) -> None:
         result = collectives.broadcast(call, array, root)
@@ -99,6 +102,8 @@ def reduce(tensor: Any, dst: int, op: ReduceOp = ReduceOp.SUM, group: Group = No
     check_op(op, array.dtype)
     pg = group_or_default(group)
     root = group_rank(pg, dst, "dst")
+    if pg.rank == root:
+        written("reduce", "tensor", array)
 
     def body(call: Call) -> None:
         result = collectives.reduce(call, array, op, root)
@@ -119,6 +124,7 @@ def all_gather(tensor_list: List[Any], tensor: Any, group: Group = None,
     array = array_of(tensor)
     pg = group_or_default(group)
     outputs = arrays_of(tensor_list, pg.size, "tensor_list", like=array)
+    written("all_gather", "tensor_list", *outputs)
 
     def body(call: Call) -> None:
         collectives.all_gather_into(call, array, outputs)
@@ -135,6 +141,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Group =
     (ValueError otherwise). Returns a `Work` with ``async_op=True``, else None.
     """
     array, out = array_of(input_tensor), array_of(output_tensor)
+    written("all_gather_into_tensor", "output_tensor", out)
     pg = group_or_default(group)
     if out.size != array.size * pg.size or out.dtype != array.dtype:
         raise ValueError(f"all_gather_into_tensor: output of {out.dtype}{list(out.shape)} "
@@ -156,6 +163,7 @@ def gather(tensor: Any, gather_list: Optional[List[Any]] = None, dst: int = 0,
     with ``async_op=True``, else None.
     """
     array, pg, root, outputs = rooted(tensor, group, dst, "dst", gather_list, "gather_list")
+    written("gather", "gather_list", *(outputs or ()))
 
     def body(call: Call) -> None:
         pieces = collectives.gather(call, array, root)
@@ -176,6 +184,7 @@ def scatter(tensor: Any, scatter_list: Optional[List[Any]] = None, src: int = 0,
     with ``async_op=True``, else None.
     """
     array, pg, root, pieces = rooted(tensor, group, src, "src", scatter_list, "scatter_list")
+    written("scatter", "tensor", array)
 
     def body(call: Call) -> None:
         array[...] = collectives.scatter(call, pieces, root)
@@ -193,6 +202,7 @@ def reduce_scatter(output: Any, input_list: List[Any], op: ReduceOp = ReduceOp.S
     """
     out = array_of(output)
     check_op(op, out.dtype)
+    written("reduce_scatter", "output", out)
     pg = group_or_default(group)
     pieces = arrays_of(input_list, pg.size, "input_list", like=out)
 
@@ -229,6 +239,7 @@ def all_to_all(output_tensor_list: List[Any], input_tensor_list: List[Any],
     pg = group_or_default(group)
     inputs = arrays_of(input_tensor_list, pg.size, "input_tensor_list")
     outputs = arrays_of(output_tensor_list, pg.size, "output_tensor_list")
+    written("all_to_all", "output_tensor_list", *outputs)
     shapes = tuple((a.dtype.str, a.shape) for a in inputs)
 
     def body(call: Call) -> None:

@@ -51,6 +51,16 @@ def array_of(value: Any) -> np.ndarray:
     return array
 
 
+def written(call: str, name: str, *arrays: np.ndarray) -> None:
+    """ValueError, before anything is sent, if one of `arrays` (the argument `name` of
+    `call`, into which the call writes its result) is read-only: found only when the
+    result arrives, it would fail this rank in the middle of the exchange and leave the
+    others waiting for its part."""
+    if any(not array.flags.writeable for array in arrays):
+        raise ValueError(f"{call}: {name} is read-only, and the call writes its result into "
+                         f"it")
+
+
 def arrays_of(values: Optional[Sequence[Any]], count: int, name: str,
               like: Optional[np.ndarray] = None) -> List[np.ndarray]:
     """The arrays behind the `count` items of `values` (the argument `name`), each with

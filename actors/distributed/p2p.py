@@ -7,7 +7,7 @@ from typing import Any, Optional
 
 from actors.runtime.concurrency.threads import start_thread
 
-from .arguments import Group, array_of, group_rank, member
+from .arguments import Group, array_of, group_rank, member, written
 from .group import Work
 
 
@@ -25,6 +25,7 @@ def send(tensor: Any, dst: int, group: Group = None, tag: int = 0) -> None:
 def recv(tensor: Any, src: Optional[int] = None, group: Group = None, tag: int = 0) -> int:
     """Receive into `tensor` from global rank `src` (any rank when None); the sender's rank."""
     array = array_of(tensor)
+    written("recv", "tensor", array)
     pg = member(group)
     peers = [p for p in range(pg.size) if p != pg.rank] if src is None else \
         [group_rank(pg, src, "src")]

@@ -96,6 +96,13 @@ def test_wrong_arguments_are_refused_before_anything_is_sent(tmp_path):
             dist.all_reduce(np.zeros(3, np.int32), op=dist.ReduceOp.AVG)
         with pytest.raises(TypeError, match="MAX cannot order complex numbers"):
             dist.all_reduce(np.ones(2, np.complex64), op=dist.ReduceOp.MAX)
+        frozen = np.ones(3)
+        frozen.flags.writeable = False
+        with pytest.raises(ValueError, match="all_reduce: tensor is read-only"):
+            dist.all_reduce(frozen)
+        with pytest.raises(ValueError, match="all_gather: tensor_list is read-only"):
+            dist.all_gather([frozen], np.ones(3))
+        dist.broadcast(frozen, src=0)  # the root's array is only read
         with pytest.raises(ValueError, match="src=3 is not a rank"):
             dist.broadcast(np.zeros(3), src=3)
         with pytest.raises(dist.DistError, match="already initialized"):
