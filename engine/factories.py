@@ -41,9 +41,22 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
         array = np.array(data, dtype=dtype, copy=True)
     else:
         array = np.array(data)
-        if array.dtype == np.float64:
+        if array.dtype == np.float64 and not _holds_float64(data):
             array = array.astype(DEFAULT_DTYPE)
     return _leaf(array, requires_grad)
+
+
+def _holds_float64(data: Any) -> bool:
+    """Whether nested lists hold a float64 numpy value: torch infers float64 from those
+    and the default dtype from Python floats."""
+    pending = [data]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif isinstance(item, (np.ndarray, np.generic)) and item.dtype == np.float64:
+            return True
+    return False
 
 
 def from_numpy(array: np.ndarray, requires_grad: bool = False) -> Tensor:

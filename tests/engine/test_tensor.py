@@ -41,6 +41,14 @@ def test_tensor_of_a_numpy_scalar_keeps_its_dtype_as_torchs_does():
     assert engine.tensor(np.float32(1.5)).dtype == np.float32
 
 
+def test_a_list_holding_float64_numpy_values_is_float64_as_in_torch():
+    values = np.array([0.1, 0.2])
+    assert engine.tensor([values[0], values[1]]).dtype == np.float64
+    assert engine.tensor([[0.5], [values[0]]]).dtype == np.float64  # one is enough
+    assert engine.tensor([np.float32(0.1), 0.2]).dtype == np.float32
+    assert engine.tensor([np.int64(1), 0.5]).dtype == np.float32
+
+
 def test_tensor_of_python_floats_is_float32_and_of_ints_is_int64():
     assert engine.tensor([1.0, 2.0]).dtype == np.float32
     assert engine.tensor(3.0).dtype == np.float32
