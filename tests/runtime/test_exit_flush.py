@@ -11,6 +11,7 @@ import pytest
 import zmq
 
 from actors.runtime import Actor
+from tests.net import free_port
 from tests.subprocesses import ROOT
 
 pytestmark = pytest.mark.timeout(120)
@@ -116,3 +117,14 @@ def test_large_messages_sent_just_before_a_normal_exit_arrive_whole():
             assert all_in.is_set(), f"{len(received)} of {count} arrived: {done.stderr[-2000:]}"
             assert [i for i, _ in received] == list(range(count))
             assert all(data == bytes([i]) * size for i, data in received)
+
+
+def test_a_stop_does_not_ask_a_peer_already_found_lost_to_confirm_its_messages(capsys):
+    # Its loss was told when it was found; a warning at the stop would only repeat it.
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens: the connection is refused
+    with Actor(name="sender") as sender:
+        lost = threading.Event()
+        sender.on_peer_lost(lambda peer: lost.set())
+        sender.notify(address, COUNTED, 1)
+        assert lost.wait(10)
+    assert "messages_maybe_undelivered" not in capsys.readouterr().err

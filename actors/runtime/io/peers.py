@@ -170,9 +170,11 @@ class PeerTable:
 
     def take_unproven(self) -> Dict[str, int]:
         """Each peer with messages that no answer has proven delivered, and how many;
-        they count as proven from now on (the caller asks the peer to confirm them)."""
+        they count as proven from now on (the caller asks the peer to confirm them).
+        A peer found lost is left out: its loss was told already, and it cannot answer."""
         counts = dict(self._sent)  # other threads count what they send meanwhile
         unproven = {peer: sent - self._delivered.get(peer, 0)
-                    for peer, sent in counts.items() if sent > self._delivered.get(peer, 0)}
+                    for peer, sent in counts.items()
+                    if sent > self._delivered.get(peer, 0) and self._links.get(peer) != LOST}
         self._delivered.update((peer, counts[peer]) for peer in unproven)
         return unproven
