@@ -6,7 +6,8 @@ step's quorum, which may differ from step to step. The averages divide by the me
 that contribute gradients (a member receiving the state contributes zeros), and a
 failed all-reduce writes nothing: the step will not commit anyway. Parameters are not
 broadcast at construction: a member that is behind receives the whole state from a
-live one at its first step.
+live one at its first step, and so, before any step has committed, does a member whose
+state differs from group rank 0's (torch's DDP starts every rank from rank 0's).
 """
 from __future__ import annotations
 

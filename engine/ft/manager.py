@@ -101,7 +101,10 @@ class Manager:
         self._broken = False
         self._errors: List[BaseException] = []
         self._lost_ranks: set = set()
-        self._healed: Optional[Tuple[int, Any]] = None
+        self._healed: Optional[Tuple[int, Any, str]] = None
+        # Of the state held while no step has committed: members whose digest differs
+        # from group rank 0's receive its state at the first step.
+        self._digest: Optional[str] = None
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ft-quorum")
         self._quorum: Optional[concurrent.futures.Future] = None
 
@@ -182,7 +185,7 @@ class Manager:
             self._broken = True
             return False
         if self._healed is not None:
-            healed_step, state = self._healed
+            healed_step, state, self._digest = self._healed
             self._state.load(state)
             self._step = healed_step
             # Before its vote, which the member that sent the state waits for: a newcomer
@@ -238,7 +241,7 @@ class Manager:
             self._round = self._rounds.latest() + 1
         limit = self.join_timeout if newcomer else self.quorum_timeout
         deadline = time.monotonic() + limit
-        data = Arrival(self._step, self._incarnation).encode()
+        data = Arrival(self._step, self._incarnation, self._first_digest()).encode()
         while True:
             round_ = self._round
             name = f"q/{round_}"
@@ -288,6 +291,14 @@ class Manager:
                                       or not self._holders.holding):
             self._holders.hold()  # again now and then: a stalled session loses its key
         return step_plan
+
+    def _first_digest(self) -> str:
+        """The digest of the state held, before any step committed ("" after)."""
+        if self._step > 0:
+            return ""
+        if self._digest is None:
+            self._digest = state_transfer.digest(state_transfer.pack(self._state.get(), 0))
+        return self._digest
 
     def _check_not_passed_by(self, round_: int, result: Dict[str, bytes]) -> None:
         """StaleQuorumError, and a newcomer's start at the next step, if members of the

@@ -5,9 +5,10 @@ whether the step counts.
 member's `Plan`: its rank in the step's group (replica ids in sorted order, so every
 member computes the same ranks and a replayed membership gives the same reduction
 order), the step every member will be at (the highest among them), which members
-must first receive the state (those behind it) and from whom (the up-to-date members
-in turn), how many members contribute gradients, and whether the group must be formed
-anew. `commits` decides from the commit round whether the step counts, and
+must first receive the state (those behind it, and before the first commit those whose
+state differs from group rank 0's) and from whom (the up-to-date members in turn),
+how many members contribute gradients, and whether the group must be formed anew.
+`commits` decides from the commit round whether the step counts, and
 `membership_change` says what changed since the last step. Nothing here does I/O;
 `engine.ft.manager` moves the messages.
 """
@@ -20,18 +21,22 @@ from typing import Dict, Iterable, Mapping, Optional, Tuple
 
 @dataclass(frozen=True)
 class Arrival:
-    """What a member says when it arrives at a round: its step, and which process it is."""
+    """What a member says when it arrives at a round: its step, which process it is and,
+    before any step committed, a digest of the state it holds ("" after)."""
 
     step: int
     incarnation: str
+    digest: str = ""
 
     def encode(self) -> bytes:
-        return json.dumps({"step": self.step, "incarnation": self.incarnation}).encode()
+        return json.dumps({"step": self.step, "incarnation": self.incarnation,
+                           "digest": self.digest}).encode()
 
     @staticmethod
     def decode(data: bytes) -> "Arrival":
         fields = json.loads(data.decode())  # text: bytes make json guess the encoding
-        return Arrival(int(fields["step"]), str(fields["incarnation"]))
+        return Arrival(int(fields["step"]), str(fields["incarnation"]),
+                       str(fields.get("digest", "")))
 
 
 @dataclass(frozen=True)
@@ -85,8 +90,12 @@ def plan(round_: int, arrivals: Mapping[str, Arrival], me: str,
     if max_step < seen_step:
         raise StaleQuorumError(f"quorum round {round_} has no member at step {seen_step} "
                                f"(members {list(members)} are at most at step {max_step})")
-    ahead = [r for r, m in enumerate(members) if arrivals[m].step == max_step]
-    behind = [r for r, m in enumerate(members) if arrivals[m].step < max_step]
+    # Before the first commit, a member whose state differs from group rank 0's is behind
+    # it too (torch's DDP broadcasts rank 0's parameters at construction).
+    first = arrivals[members[0]].digest if max_step == 0 else ""
+    behind = [r for r, m in enumerate(members)
+              if arrivals[m].step < max_step or arrivals[m].digest != first]
+    ahead = [r for r in range(len(members)) if r not in behind]
     source = {healer: ahead[i % len(ahead)] for i, healer in enumerate(behind)}
     rank = members.index(me)
     return Plan(round=round_, members=members, incarnations=incarnations, rank=rank,

@@ -10,6 +10,7 @@ one.
 """
 from __future__ import annotations
 
+import hashlib
 import pickle
 from typing import Any, Callable, Optional, Tuple
 
@@ -57,10 +58,16 @@ def send_state(group: dist.ProcessGroup, dst: int, payload: np.ndarray) -> None:
     dist.send(payload, dst, group=group, tag=TAG)
 
 
-def recv_state(group: dist.ProcessGroup, src: int) -> Tuple[int, Any]:
-    """(step, state) sent by group rank `src` of `group`."""
+def digest(payload: np.ndarray) -> str:
+    """A packed state's digest: equal states packed alike have equal digests."""
+    return hashlib.sha256(payload).hexdigest()
+
+
+def recv_state(group: dist.ProcessGroup, src: int) -> Tuple[int, Any, str]:
+    """(step, state, digest of what was sent) sent by group rank `src` of `group`."""
     size = np.zeros(1, np.int64)
     dist.recv(size, src, group=group, tag=TAG)
     payload = np.empty(int(size[0]), np.uint8)
     dist.recv(payload, src, group=group, tag=TAG)
-    return pickle.loads(payload.tobytes())
+    step, state = pickle.loads(payload.tobytes())
+    return step, state, digest(payload)

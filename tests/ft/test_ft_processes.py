@@ -126,6 +126,19 @@ def test_a_kill_during_the_all_reduce_fails_the_step_and_the_survivors_go_on_in_
         assert_consistent(j)
 
 
+def test_replicas_that_start_from_different_parameters_train_rank_0s_from_the_first_step():
+    """As torch's DDP broadcasts rank 0's parameters at construction, members whose state
+    differs from group rank 0's at the first step receive it."""
+    with job() as j:
+        for r in "012":
+            j.start(r, 3, 4, seed=int(r))  # each replica built from a seed of its own
+        j.collect("012")
+        assert all(j.done[r][1] == "done" for r in "012"), j.done
+        assert_consistent(j)
+        assert set(j.committed()) == {1, 2, 3, 4}
+        assert j.done["0"][3] == j.done["1"][3] == j.done["2"][3]
+
+
 @pytest.mark.slow
 def test_replaying_the_same_membership_history_from_the_same_seed_gives_the_same_parameters():
     finals = []

@@ -80,3 +80,13 @@ def test_a_membership_change_names_who_joined_was_lost_or_came_back_as_a_new_pro
              "10": Arrival(0, "inc-10")}
     changed = plan(2, later, "0", same.incarnations, False)
     assert membership_change(changed, same) == MembershipChange(("10",), ("1",), ("2",))
+
+
+def test_before_the_first_commit_members_whose_state_differs_from_rank_0s_receive_it():
+    members = {"0": Arrival(0, "inc-0", "a"), "1": Arrival(0, "inc-1", "b"),
+               "2": Arrival(0, "inc-2", "a")}
+    p = {me: plan(0, members, me) for me in members}
+    assert p["1"].heal_from == 0 and p["0"].send_to == (1,) and not p["2"].healing
+    assert all(q.participants == 2 for q in p.values())
+    later = {"0": Arrival(3, "inc-0"), "1": Arrival(3, "inc-1")}  # no digest once committed
+    assert not any(plan(4, later, me).healing for me in later)
