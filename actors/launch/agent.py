@@ -154,7 +154,7 @@ class ElasticAgent:
         ranks = [worker.rank for worker in self._group.workers]
         pids = [worker.pid for worker in self._group.workers]
         self._progress.tell(
-            f"round {self.restart_count}: node {info.rank} of {info.world_size} runs "
+            f"round {info.round}: node {info.rank} of {info.world_size} runs "
             f"rank{'s' if len(ranks) != 1 else ''} {_span(ranks)} of {info.world_size * len(ranks)}"
             f" (pid{'s' if len(pids) != 1 else ''} {', '.join(map(str, pids))})",
             "agent_round_started", run_id=self._config.run_id, group_rank=info.rank,

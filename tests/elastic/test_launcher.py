@@ -114,6 +114,9 @@ def test_scale_up_when_a_second_agent_arrives(tmp_path, agents):
     assert "world 2" in first.output and "world 2" in second.output
     # a later round, with both nodes, in what STATUS shows
     assert "round 0 members 1" in first.output and "round 1 members 2" in second.output
+    # the progress lines name that round too, though taking a node in used no restart
+    assert "launch: round 0: node 0 of 1 runs" in first.output, first.output
+    assert all("launch: round 1: node " in agent.output for agent in (first, second))
 
 
 @pytest.mark.parametrize("args,message", [
