@@ -90,7 +90,9 @@ def train(manager: ft.Manager, model: ft.DistributedDataParallel,
         loss = F.cross_entropy(model(engine.from_numpy(x_train[mine])),
                                engine.from_numpy(y_train[mine]))
         if first_life and rank == args.kill_rank and step == args.kill_at:
-            # the others are in (or entering) this step's all-reduce
+            # In this step's quorum first, so the others count on it: they are in (or
+            # entering) the step's all-reduce when it dies, not still forming the quorum.
+            manager.wait_quorum()
             os.kill(os.getpid(), signal.SIGKILL)
         loss.backward()
         if not optimizer.step():

@@ -133,6 +133,9 @@ def test_ft_training_survives_a_killed_replica_in_place_and_ends_as_accurate(tmp
     assert ("3 members ['0', '1', '3'], lost ['2']" in faulty
             and "4 members ['0', '1', '2', '3'], joined ['2']" in faulty) \
         or "4 members ['0', '1', '2', '3'], restarted ['2']" in faulty
+    # replica 2 died in step 100's quorum: the survivors' step 100 did not commit
+    assert "1 steps not committed" in next(x for x in faulty.splitlines()
+                                           if x.startswith("[rank0]: step 200 loss")), faulty
 
     def accuracy(out: str) -> float:
         line = next(x for x in out.splitlines() if "final held-out accuracy" in x)
