@@ -106,14 +106,16 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
         seed: int = 0, fault: Optional[tuple] = None, min_replica_size: int = 1,
         timeout: float = 5.0, deadline: float = 60.0, with_member: Optional[str] = None,
         attempts: Optional[int] = None, join_timeout: float = 60.0,
-        extra_on: Optional[str] = None) -> None:
+        extra_on: Optional[str] = None, closure: bool = False) -> None:
     """Train until `steps` steps committed and, if `with_member`, the last 3 committed
     in a row with that member in the quorum (or `attempts` steps tried, or `deadline`
     seconds), reporting each step as
     (replica, step_after, committed, participants, members, digest, pid),
     then (replica, 'done', step, digest); or (replica, 'error', its text) and raise.
     With `extra_on`, the model has a layer that only that replica uses
-    (`find_unused_parameters=True`)."""
+    (`find_unused_parameters=True`); with `closure`, each step is
+    ``optimizer.step(closure)``, the closure clearing the gradients, running forward and
+    backward (torch's pattern)."""
     store = TCPStore("127.0.0.1", port, timeout=30)
     manager = _Faulty(min_replica_size, store=store, replica_id=replica, world_size=world,
                       session=session, timeout=timeout, join_timeout=join_timeout,
@@ -136,11 +138,19 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
     try:
         while more() and time.monotonic() < end:
             tried += 1
-            optimizer.zero_grad()
             x, y = batch(seed, manager.current_step(), replica)
-            loss = nn.functional.mse_loss(model(x, *inputs), y)
-            loss.backward()
-            committed = optimizer.step()
+
+            def forward_backward(x: Any = x, y: Any = y) -> Any:
+                optimizer.zero_grad()
+                loss = nn.functional.mse_loss(model(x, *inputs), y)
+                loss.backward()
+                return loss
+
+            if closure:
+                committed = optimizer.step(forward_backward)
+            else:
+                forward_backward()
+                committed = optimizer.step()
             step_plan = manager.wait_quorum()  # the plan of the step just decided
             if committed:  # the last steps in a row committed with `with_member`
                 together = together + 1 if with_member in step_plan.members else 0

@@ -126,6 +126,22 @@ def test_a_kill_during_the_all_reduce_fails_the_step_and_the_survivors_go_on_in_
         assert_consistent(j)
 
 
+def test_a_kill_during_the_all_reduce_of_a_closure_fails_the_step_on_the_survivors():
+    """optimizer.step(closure): the closure's forward and backward are the step voted on."""
+    with job() as j:
+        for r in "012":
+            j.start(r, 3, 8, closure=True,
+                    fault=("kill_in_allreduce", 5) if r == "2" else None)
+        j.collect("01")
+        assert j.wait_exit("2") == -signal.SIGKILL
+        for r in "01":
+            outcome = [rep[1:3] + rep[4:5] for rep in j.steps[r]]
+            assert outcome[5] == (5, False, ("0", "1", "2"))  # the step in flight: not applied
+            assert j.done[r][2] == 8
+        assert_consistent(j)
+        assert j.done["0"][3] == j.done["1"][3]
+
+
 def test_replicas_that_start_from_different_parameters_train_rank_0s_from_the_first_step():
     """As torch's DDP broadcasts rank 0's parameters at construction, members whose state
     differs from group rank 0's at the first step receive it."""
