@@ -35,6 +35,7 @@ from actors.distributed.world import form_group
 from actors.runtime.concurrency.threads import start_thread
 from actors.runtime.process.log import get_logger
 from store import PrefixStore, Store
+from store.base import Timeout, to_seconds
 from store.errors import StoreTimeoutError
 
 from . import job, state_transfer
@@ -64,7 +65,8 @@ class Manager:
     collective and vote (a hung rank is lost after it, or after the transport's
     heartbeats, whichever is first); `quorum_timeout` how long a step's quorum waits
     for an expected member (then `min_replica_size` members go on without it);
-    `join_timeout` how long the first step waits for every replica.
+    `join_timeout` how long the first step waits for every replica. Timeouts are
+    seconds or a `timedelta` (torchft's type).
     """
 
     def __init__(self, min_replica_size: int = 1,
@@ -72,10 +74,13 @@ class Manager:
                  load_state_dict: Optional[Callable[[Any], None]] = None, *,
                  store: Optional[Store] = None, replica_id: Optional[str] = None,
                  world_size: Optional[int] = None, session: Optional[str] = None,
-                 timeout: float = 10.0, quorum_timeout: Optional[float] = None,
-                 join_timeout: float = 60.0, progress: bool = True):
+                 timeout: Timeout = 10.0, quorum_timeout: Optional[Timeout] = None,
+                 join_timeout: Timeout = 60.0, progress: bool = True):
         if min_replica_size < 1:
             raise ValueError(f"min_replica_size must be at least 1, got {min_replica_size}")
+        timeout = to_seconds(timeout, "timeout")
+        quorum_timeout = to_seconds(quorum_timeout, "quorum_timeout")
+        join_timeout = to_seconds(join_timeout, "join_timeout")
         self.min_replica_size = min_replica_size
         self._state = state_transfer.ReplicaState(state_dict, load_state_dict)
         self._owned_store = store is None

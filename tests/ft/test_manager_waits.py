@@ -151,3 +151,30 @@ def test_a_newcomer_hears_the_job_finished_only_when_the_latest_rounds_members_l
             newcomer.check_joinable(waited, False, lambda: 900)
     finally:
         server.close()
+
+
+def test_timeouts_may_be_timedeltas_as_in_torchft():
+    from datetime import timedelta
+
+    import engine
+    from engine import nn, optim
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    manager = ft.Manager(store=server, replica_id="0", world_size=1, session="timedeltas",
+                         timeout=timedelta(seconds=5), quorum_timeout=timedelta(seconds=2),
+                         join_timeout=timedelta(seconds=3), progress=False)
+    try:
+        assert (manager.timeout, manager.quorum_timeout, manager.join_timeout) == (5, 2, 3)
+        model = ft.DistributedDataParallel(manager, nn.Linear(2, 1))
+        optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.1))
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(engine.tensor([[1.0, 2.0]])).sum().backward()
+            assert optimizer.step()
+        assert manager.current_step() == 2
+        with pytest.raises(TypeError, match="timeout must be seconds"):
+            ft.Manager(store=server, replica_id="1", world_size=1, session="timedeltas",
+                       timeout="10")
+    finally:
+        manager.shutdown()
+        server.close()
