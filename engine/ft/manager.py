@@ -99,6 +99,7 @@ class Manager:
         self.join_timeout = join_timeout
         self._progress = progress
         self._step = 0  # committed steps
+        self._batches = 0  # the members' batches those steps averaged (torchft's count)
         self._round: Optional[int] = None  # the next round to arrive at; None: a newcomer
         self._plan: Optional[Plan] = None
         self._last: Optional[Plan] = None  # the last plan acted on, for whom to expect
@@ -106,7 +107,7 @@ class Manager:
         self._broken = False
         self._errors: List[BaseException] = []
         self._lost_ranks: set = set()
-        self._healed: Optional[Tuple[int, Any, str]] = None
+        self._healed: Optional[Tuple[Dict[str, int], Any, str]] = None
         # Of the state held while no step has committed: members whose digest differs
         # from group rank 0's receive its state at the first step.
         self._digest: Optional[str] = None
@@ -190,9 +191,9 @@ class Manager:
             self._broken = True
             return False
         if self._healed is not None:
-            healed_step, state, self._digest = self._healed
+            progress, state, self._digest = self._healed
             self._state.load(state)
-            self._step = healed_step
+            self.load_state_dict(progress)
             # Before its vote, which the member that sent the state waits for: a newcomer
             # never sees every holder gone while this one holds the state.
             self._holders.hold()
@@ -209,7 +210,21 @@ class Manager:
                                                  for m in step_plan.members)
         if committed:
             self._step = step_plan.max_step + 1
+            self._batches += step_plan.participants
         return committed
+
+    def state_dict(self) -> Dict[str, int]:
+        """The manager's own state, torchft's: the committed steps and the batches they
+        averaged. Keep it in a checkpoint, to give a job restarted from that checkpoint
+        to `load_state_dict`."""
+        return {"step": self._step, "batches_committed": self._batches}
+
+    def load_state_dict(self, state_dict: Dict[str, int]) -> None:
+        """Go on from `state_dict` (as `state_dict` returned it): before the first step
+        of a job restarted from a checkpoint, on every replica that loads one; a replica
+        that does not receives the state of those that did, as a member behind does."""
+        self._step = int(state_dict["step"])
+        self._batches = int(state_dict["batches_committed"])
 
     def current_step(self) -> int:
         """Committed steps so far (a newcomer's jumps when it receives the state)."""
@@ -302,7 +317,8 @@ class Manager:
         if self._step > 0:
             return ""
         if self._digest is None:
-            self._digest = state_transfer.digest(state_transfer.pack(self._state.get(), 0))
+            self._digest = state_transfer.digest(state_transfer.pack(self._state.get(),
+                                                                     self.state_dict()))
         return self._digest
 
     def _check_not_passed_by(self, round_: int, result: Dict[str, bytes]) -> None:
@@ -356,13 +372,14 @@ class Manager:
 
     def _heal(self, step_plan: Plan) -> None:
         if step_plan.send_to:
-            payload = state_transfer.pack(self._state.get(), self._step)
+            payload = state_transfer.pack(self._state.get(), self.state_dict())
             for dst in step_plan.send_to:
                 state_transfer.send_state(self._group, dst, payload)
         if step_plan.heal_from is not None:
             self._healed = state_transfer.recv_state(self._group, step_plan.heal_from)
             log.info("ft_state_received", replica=self.replica_id,
-                     source=step_plan.members[step_plan.heal_from], step=self._healed[0])
+                     source=step_plan.members[step_plan.heal_from],
+                     step=self._healed[0]["step"])
 
     def _say(self, step_plan: Plan, last: Optional[Plan]) -> None:
         """A progress line for people when the quorum changes (after `last`), and a log

@@ -1,12 +1,12 @@
 """A replica's state, and its move from a live member to one behind, point to point.
 
 `ReplicaState` says what the state is: the user's `state_dict` / `load_state_dict`
-pair when given, else the registered module's and optimizer's. The state and the step
-number are pickled once into a byte array and sent over the step's process group: its
-length, then its bytes, on a tag of its own, so it never mixes with the group's
-collectives. No file is written. A sender that dies mid-transfer makes the receiver's
-`recv` raise RankLostError: the step fails and the receiver asks again at the next
-one.
+pair when given, else the registered module's and optimizer's. The state and the
+manager's own (its step and batch count) are pickled once into a byte array and sent
+over the step's process group: its length, then its bytes, on a tag of its own, so it
+never mixes with the group's collectives. No file is written. A sender that dies
+mid-transfer makes the receiver's `recv` raise RankLostError: the step fails and the
+receiver asks again at the next one.
 """
 from __future__ import annotations
 
@@ -46,9 +46,10 @@ class ReplicaState:
             self.optimizer.load_state_dict(state["optimizer"])
 
 
-def pack(state: Any, step: int) -> np.ndarray:
-    """`state` and `step` as one byte array (a copy: the live state may change later)."""
-    return np.frombuffer(pickle.dumps((step, state), protocol=pickle.HIGHEST_PROTOCOL),
+def pack(state: Any, progress: Any) -> np.ndarray:
+    """`state` and the manager's `progress` (its step) as one byte array (a copy: the live
+    state may change later)."""
+    return np.frombuffer(pickle.dumps((progress, state), protocol=pickle.HIGHEST_PROTOCOL),
                          np.uint8)
 
 
@@ -63,11 +64,11 @@ def digest(payload: np.ndarray) -> str:
     return hashlib.sha256(payload).hexdigest()
 
 
-def recv_state(group: dist.ProcessGroup, src: int) -> Tuple[int, Any, str]:
-    """(step, state, digest of what was sent) sent by group rank `src` of `group`."""
+def recv_state(group: dist.ProcessGroup, src: int) -> Tuple[Any, Any, str]:
+    """(progress, state, digest of what was sent) sent by group rank `src` of `group`."""
     size = np.zeros(1, np.int64)
     dist.recv(size, src, group=group, tag=TAG)
     payload = np.empty(int(size[0]), np.uint8)
     dist.recv(payload, src, group=group, tag=TAG)
-    step, state = pickle.loads(payload.tobytes())
-    return step, state, digest(payload)
+    progress, state = pickle.loads(payload.tobytes())
+    return progress, state, digest(payload)

@@ -93,7 +93,7 @@ class _Faulty(ft.Manager):
         if step_plan.send_to and self._cue("kill_in_transfer"):
             from engine.ft import state_transfer
 
-            payload = state_transfer.pack(self._state.get(), self._step)
+            payload = state_transfer.pack(self._state.get(), self.state_dict())
             import actors.distributed as dist
 
             dist.send(np.array([payload.size], np.int64), step_plan.send_to[0],
@@ -158,7 +158,8 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
                          step_plan.participants if step_plan else 0,
                          step_plan.members if step_plan else (), digest(model.module),
                          os.getpid()))
-        results.put((replica, "done", manager.current_step(), digest(model.module)))
+        results.put((replica, "done", manager.current_step(), digest(model.module),
+                     manager.state_dict()["batches_committed"]))
     except Exception as exc:
         results.put((replica, "error", f"{type(exc).__name__}: {exc}"))
         raise

@@ -182,6 +182,7 @@ def test_a_restarted_replica_receives_the_state_and_takes_part_in_the_next_steps
         assert joined[1] >= 4 and "2" in joined[4]  # it did not start over
         assert_consistent(j)
         assert j.done["0"][3] == j.done["1"][3] == j.done["2"][3]
+        assert j.done["0"][4] == j.done["1"][4] == j.done["2"][4]  # the batches count came too
 
 
 @pytest.mark.slow

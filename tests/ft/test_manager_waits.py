@@ -178,3 +178,36 @@ def test_timeouts_may_be_timedeltas_as_in_torchft():
     finally:
         manager.shutdown()
         server.close()
+
+
+def test_the_step_resumes_from_a_checkpoint_of_the_managers_state_dict():
+    """torchft's checkpoint recipe: save manager.state_dict() with the model, load it into
+    the manager of the restarted job, whose steps then go on from there."""
+    import engine
+    from engine import nn, optim
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+
+    def train(session: str, steps: int, checkpoint=None) -> dict:
+        manager = ft.Manager(store=server, replica_id="0", world_size=1, session=session,
+                             progress=False)
+        try:
+            if checkpoint is not None:
+                manager.load_state_dict(checkpoint)
+            model = ft.DistributedDataParallel(manager, nn.Linear(2, 1))
+            optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.1))
+            for _ in range(steps):
+                optimizer.zero_grad()
+                model(engine.tensor([[1.0, 2.0]])).sum().backward()
+                assert optimizer.step()
+            return manager.state_dict()
+        finally:
+            manager.shutdown()
+
+    try:
+        saved = train("first-run", 3)
+        assert saved == {"step": 3, "batches_committed": 3}
+        assert train("restarted-run", 2, checkpoint=saved) == {"step": 5,
+                                                               "batches_committed": 5}
+    finally:
+        server.close()
