@@ -147,7 +147,8 @@ class Manager:
         except NoLiveReplicaError:
             raise  # no later step can succeed: the training loop must hear it
         except Exception as exc:  # noqa: BLE001 - recorded: the step does not commit
-            self.report_error(exc)
+            if not any(error is exc for error in self._errors):  # once, however often asked
+                self.report_error(exc)
             self._plan = None
         return self._plan
 

@@ -211,3 +211,27 @@ def test_the_step_resumes_from_a_checkpoint_of_the_managers_state_dict():
                                                                "batches_committed": 5}
     finally:
         server.close()
+
+
+def test_a_failed_quorum_is_one_failure_of_the_step_however_often_it_is_waited_for():
+    import engine
+    from engine import nn, optim
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    # Replica 1 never comes: the first round cannot have min_replica_size members.
+    manager = ft.Manager(2, store=server, replica_id="0", world_size=2, session="once",
+                         join_timeout=0.5, progress=False)
+    try:
+        model = ft.DistributedDataParallel(manager, nn.Linear(2, 1))
+        optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.1))
+        with structlog.testing.capture_logs() as logs:
+            optimizer.zero_grad()
+            model(engine.tensor([[1.0, 2.0]])).sum().backward()  # waits in the all-reduce
+            assert manager.num_participants() == 0
+            assert not optimizer.step()
+        failures = [e for e in logs if e["event"] == "ft_step_failed"]
+        assert len(failures) == 1, failures
+        assert "StoreTimeoutError" in failures[0]["error"]
+    finally:
+        manager.shutdown()
+        server.close()
