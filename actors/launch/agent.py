@@ -56,8 +56,7 @@ class ElasticAgent:
         self.handler = rendezvous_handler(config, store)
         self._group: Optional[WorkerGroup] = None
         self._restarts_left = config.max_restarts
-        self._round_store: Optional[Store] = None
-        self._nodes = 0
+        self._round: Optional[RendezvousInfo] = None  # this node's place in the last round
 
     @property
     def restart_count(self) -> int:
@@ -144,7 +143,7 @@ class ElasticAgent:
     def _start_round(self) -> None:
         with reported_by(self._progress.waiting):
             info = self.handler.next_rendezvous()
-        self._round_store, self._nodes = info.store, info.world_size
+        self._round = info
         master = info.bootstrap_store_info
         envs = self._worker_envs(info, master)
         log_dir = (None if self._log_dir is None else
@@ -194,13 +193,17 @@ class ElasticAgent:
             self._group = None
 
     def _exit_barrier(self) -> None:
-        """Wait (bounded) for every node of the round to finish, so a store host outlives them."""
-        store, nodes, timeout = self._round_store, self._nodes, self._config.exit_barrier_timeout
+        """Wait (bounded) for every node of the round to finish, so a store host outlives
+        them. With ``--restart-policy failed`` nodes never re-rendezvous, so a node gone
+        from the round is dead: the barrier opens without it."""
+        info, timeout = self._round, self._config.exit_barrier_timeout
+        in_place = self._config.restart_policy == "failed" and not self._config.static
         try:
             with reported_by(self._progress.waiting):
-                barrier(store, "exit_barrier", nodes, timeout,
+                barrier(info.store, "exit_barrier", info.world_size, timeout,
                         label="waiting for the other nodes' workers to finish",
-                        members="nodes")
+                        members="nodes", member=info.rank if in_place else None,
+                        lost=(lambda: self.handler.lost_since(info)) if in_place else None)
         except TimeoutError as exc:
             self._exit_barrier_incomplete(
                 f"the other nodes' workers did not all finish within {timeout:g} s; "

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import Callable, Optional
+from typing import Callable, Optional, Set
 
 from actors.runtime.process.log import get_logger
 from actors.runtime.concurrency.threads import start_thread
@@ -149,6 +149,16 @@ class DynamicRendezvousHandler:
         """Close the rendezvous: every join from now on raises RendezvousClosedError."""
         self._run(CloseOp(), self._clock() + self._settings.timeout.close, "close")
         self._log("rendezvous_closed")
+
+    def lost_since(self, info: RendezvousInfo) -> Set[int]:
+        """The ranks of round `info`'s nodes that are no longer among its participants
+        (found dead, or left), read from the shared state now; none once the state has
+        gone on to another round."""
+        state = self._query()
+        if state.round != info.round:
+            return set()
+        alive = {str(node) for node in state.participants}
+        return {rank for rank, member in enumerate(info.members) if member not in alive}
 
     def num_nodes_waiting(self) -> int:
         """Nodes on the wait list, that would join if the group restarted."""

@@ -119,6 +119,33 @@ def test_scale_up_when_a_second_agent_arrives(tmp_path, agents):
     assert all("launch: round 1: node " in agent.output for agent in (first, second))
 
 
+def test_with_restart_policy_failed_a_lost_node_is_not_waited_for_at_the_exit(tmp_path,
+                                                                              agents):
+    """The survivors of an in-place job finish without the node that died; the exit
+    barrier opens without it once the rendezvous finds it gone, not after 300 s."""
+    go = tmp_path / "go"
+    path = script(tmp_path, "inplace.py", f"""
+        import os, pathlib, sys, time
+        print(f"group {{os.environ['GROUP_RANK']}} ready", flush=True)
+        deadline = time.monotonic() + 60
+        while not pathlib.Path({str(go)!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sys.exit(0 if os.environ["GROUP_RANK"] == "0" else 1)
+        """)
+    common = ["--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id",
+              "lost-node", "--rdzv-conf", FAST_CONF, "--restart-policy", "failed",
+              "--max-restarts", "1"]
+    first = launch(agents, *common, path)
+    first.wait_for_line("launch: 1 worker of")  # it hosts the store
+    second = launch(agents, *common, path)
+    second.wait_for_line("group 1 ready")
+    first.wait_for_line("group 0 ready")
+    second.kill()  # the whole node: its agent, and its worker with it
+    go.write_text("")
+    assert first.finish(timeout=30) == 0, first.output
+    assert "did not all finish" not in first.output, first.output
+
+
 @pytest.mark.parametrize("args,message", [
     (["--nnodes", "3:2", "x.py"], "need 1 <= MIN <= MAX"),
     (["--nnodes", "two", "x.py"], "--nnodes must be N or MIN:MAX"),
