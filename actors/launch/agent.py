@@ -108,9 +108,11 @@ class ElasticAgent:
                     return RunResult(1, failure, self._summary(failure))
                 self._restarts_left -= 1
                 self._restart("worker_failed")
-            elif self.handler.num_nodes_waiting() > 0:
+            elif self._config.restart_policy != "failed" and self.handler.num_nodes_waiting():
                 # A node waits only while the round has room (fewer than max_nodes
-                # participants): a newcomer, or a peer that left to restart.
+                # participants): a newcomer, or a peer that left to restart. Under the
+                # in-place policy nothing re-rendezvous: a restart would cost an
+                # engine.ft job every step it made (a new round is a new session).
                 self._restart("nodes_waiting")
         return RunResult(1, message="stopped by a signal")
 

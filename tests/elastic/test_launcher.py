@@ -146,6 +146,33 @@ def test_with_restart_policy_failed_a_lost_node_is_not_waited_for_at_the_exit(tm
     assert "did not all finish" not in first.output, first.output
 
 
+def test_with_restart_policy_failed_a_node_that_arrives_later_restarts_nobody(tmp_path,
+                                                                              agents):
+    """Nothing re-rendezvous under that policy: a running group is never restarted to
+    take in a node (an engine.ft job would start again from step 0)."""
+    go = tmp_path / "go"
+    path = script(tmp_path, "inplace.py", f"""
+        import os, pathlib, time
+        print(f"started in round {{os.environ['ACTORGRAD_RDZV_ROUND']}}", flush=True)
+        deadline = time.monotonic() + 60
+        while not pathlib.Path({str(go)!r}).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        """)
+    common = ["--nnodes", "1:2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id",
+              "late-node", "--rdzv-conf", FAST_CONF, "--restart-policy", "failed"]
+    first = launch(agents, *common, path)
+    first.wait_for_line("[rank0]: started in round 0")
+    second = launch(agents, *common, path, env={"ACTORGRAD_WAIT_WARN_AFTER": "0.2"})
+    second.wait_for_line("launch: waiting for the next round: round 0 runs with 1 node")
+    go.write_text("")
+    assert first.finish() == 0, first.output
+    assert "take in a waiting node" not in first.output, first.output
+    assert first.output.count("started in round") == 1, first.output
+    # the job ended without it: its join is refused, as torchrun's agent's is
+    assert second.finish() == 1, second.output
+    assert "RendezvousClosedError" in second.output and "started" not in second.output
+
+
 @pytest.mark.parametrize("args,message", [
     (["--nnodes", "3:2", "x.py"], "need 1 <= MIN <= MAX"),
     (["--nnodes", "two", "x.py"], "--nnodes must be N or MIN:MAX"),
