@@ -36,7 +36,7 @@ from actors.runtime.concurrency.threads import start_thread
 from actors.runtime.process.log import get_logger
 from store import PrefixStore, Store
 from store.base import Timeout, to_seconds
-from store.errors import StoreTimeoutError
+from store.errors import StoreError, StoreTimeoutError
 
 from . import job, state_transfer
 from .holders import Holders, NoLiveReplicaError
@@ -202,7 +202,7 @@ class Manager:
         try:
             votes = self._rounds.arrive(f"c/{step_plan.round}", vote.decode(), step_plan,
                                         self.timeout, final_min=1)
-        except StoreTimeoutError as exc:
+        except StoreError as exc:  # timed out, or the store lost (as after a long hang)
             self.report_error(exc)
             votes = {}
         committed = commits(step_plan, votes, self.min_replica_size) and not self._errors

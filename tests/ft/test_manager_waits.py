@@ -235,3 +235,30 @@ def test_a_failed_quorum_is_one_failure_of_the_step_however_often_it_is_waited_f
     finally:
         manager.shutdown()
         server.close()
+
+
+def test_a_store_lost_at_the_vote_fails_the_step_and_is_not_raised_into_the_loop():
+    """As a hung member's store connection looks when it wakes: the quorum is done, the
+    vote cannot reach the store."""
+    import engine
+    from engine import nn, optim
+
+    server = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=10)
+    client = TCPStore("127.0.0.1", server.port, timeout=10)
+    manager = ft.Manager(store=client, replica_id="0", world_size=1, session="vote",
+                         timeout=3, progress=False)
+    try:
+        model = ft.DistributedDataParallel(manager, nn.Linear(2, 1))
+        optimizer = ft.OptimizerWrapper(manager, optim.SGD(model.parameters(), lr=0.1))
+        optimizer.zero_grad()
+        model(engine.tensor([[1.0, 2.0]])).sum().backward()
+        assert manager.wait_quorum() is not None
+        weight = model.module.weight.data.copy()
+        server.close()
+        assert not optimizer.step()
+        assert (model.module.weight.data == weight).all() and manager.current_step() == 0
+        assert "StoreConnectionError" in type(manager.errored()).__name__
+    finally:
+        manager.shutdown()
+        client.close()
+        server.close()
