@@ -284,7 +284,11 @@ class Manager:
             self._round = round_ + 1
             if arrived(result, me, self._incarnation):
                 break
-            newcomer = True  # too late for that round: join a later one
+            # Too late for that round: the others went on without it. It joins a later one
+            # as a newcomer and stays one until it is in a round, even if this step fails
+            # first: as a member of its old group it could release a round alone.
+            newcomer, self._last = True, None
+            self._holders.drop()
             if time.monotonic() > deadline:
                 raise self._rounds.no_round(name, limit)
         last = self._last

@@ -65,10 +65,11 @@ class _Faulty(ft.Manager):
     """A manager that fails on cue: `fault` is (kind, step)."""
 
     fault: Optional[tuple] = None
+    woken = False  # stopped, then continued: its reports queue is closed
     reports: Any = None  # the replicas' shared multiprocessing queue
 
     def _cue(self, kind: str) -> bool:
-        return (self.fault is not None and self.fault[0] == kind
+        return (self.fault is not None and self.fault[0] == kind and not self.woken
                 and self.fault[1] in (None, self.current_step()))
 
     def allreduce(self, flat: np.ndarray) -> Any:
@@ -88,6 +89,7 @@ class _Faulty(ft.Manager):
         self.reports.close()
         self.reports.join_thread()
         os.kill(os.getpid(), signum)
+        self.woken = True
 
     def _heal(self, step_plan: Any) -> None:
         if step_plan.send_to and self._cue("kill_in_transfer"):
@@ -111,7 +113,9 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
     in a row with that member in the quorum (or `attempts` steps tried, or `deadline`
     seconds), reporting each step as
     (replica, step_after, committed, participants, members, digest, pid),
-    then (replica, 'done', step, digest); or (replica, 'error', its text) and raise.
+    then (replica, 'done', step, digest, batches); or (replica, 'error', its text) and
+    raise. A replica stopped and continued (its queue closed) sets its last report in the
+    store instead, at `<session>/end/<replica>`.
     With `extra_on`, the model has a layer that only that replica uses
     (`find_unused_parameters=True`); with `closure`, each step is
     ``optimizer.step(closure)``, the closure clearing the gradients, running forward and
@@ -134,6 +138,12 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
             return attempts > tried
         return manager.current_step() < steps or (with_member is not None and together < 3)
 
+    def report(item: tuple) -> None:
+        if not manager.woken:
+            results.put(item)
+        elif item[1] in ("done", "error"):  # the queue is closed: the store carries it
+            store.set(f"{session}/end/{replica}", repr(item))
+
     tried = 0
     try:
         while more() and time.monotonic() < end:
@@ -154,14 +164,14 @@ def run(port: int, session: str, replica: str, world: int, steps: int, results: 
             step_plan = manager.wait_quorum()  # the plan of the step just decided
             if committed:  # the last steps in a row committed with `with_member`
                 together = together + 1 if with_member in step_plan.members else 0
-            results.put((replica, manager.current_step(), committed,
-                         step_plan.participants if step_plan else 0,
-                         step_plan.members if step_plan else (), digest(model.module),
-                         os.getpid()))
-        results.put((replica, "done", manager.current_step(), digest(model.module),
-                     manager.state_dict()["batches_committed"]))
+            report((replica, manager.current_step(), committed,
+                    step_plan.participants if step_plan else 0,
+                    step_plan.members if step_plan else (), digest(model.module),
+                    os.getpid()))
+        report((replica, "done", manager.current_step(), digest(model.module),
+                manager.state_dict()["batches_committed"]))
     except Exception as exc:
-        results.put((replica, "error", f"{type(exc).__name__}: {exc}"))
+        report((replica, "error", f"{type(exc).__name__}: {exc}"))
         raise
     finally:
         manager.shutdown()

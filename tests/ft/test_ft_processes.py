@@ -272,6 +272,23 @@ def test_a_hung_rank_is_lost_after_the_timeout_and_the_others_go_on():
         assert_consistent(j)
 
 
+@pytest.mark.slow
+def test_a_hung_rank_that_wakes_after_the_others_finished_never_trains_alone():
+    """Continued after the others went on and left, it finds every round it comes to
+    released without it; it must not then release a round by itself, as a member of
+    its old group, and train its stale state alone: it hears that they left."""
+    with job() as j:
+        for r in "012":
+            j.start(r, 3, 8, timeout=2.0, fault=("stop_in_allreduce", 3) if r == "2" else None)
+        j.collect("01")
+        # Its holder key lives as long as its store session: gone once the session is.
+        assert wait_until(lambda: "2" not in holders(j), timeout=30), holders(j)
+        os.kill(j.procs["2"][0].pid, signal.SIGCONT)
+        assert j.wait_exit("2", timeout=30) == 1  # the error, raised out of the loop
+        end = eval(j.server.get(f"{j.session}/end/2").decode())  # its last report
+        assert end[1] == "error" and end[2].startswith("ReplicasLeftError"), end
+
+
 def holders(j: Job):
     head = f"ft/{j.session}/holders/"
     return sorted(k[len(head):] for k in j.server.list_keys() if k.startswith(head))
