@@ -217,6 +217,15 @@ class WorkerGroup:
                  exitcode=old.proc.returncode)
         return new
 
+    def _wait_all(self, seconds: float) -> None:
+        """Wait up to `seconds` for every worker to exit."""
+        deadline = time.monotonic() + seconds
+        for worker in self.workers:
+            try:
+                worker.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                return
+
     def stop(self, grace: float, settle: float = 0.0) -> None:
         """SIGTERM every worker's process group, SIGKILL what is left after `grace` seconds.
 
@@ -224,21 +233,11 @@ class WorkerGroup:
         their own. After a rank failed, the others learn of it within milliseconds and
         write their flight-recorder files as they exit; a SIGTERM would cut that short.
         """
-        settled = time.monotonic() + settle
-        for worker in self.workers:
-            try:
-                worker.proc.wait(max(0.0, settled - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                break
+        self._wait_all(settle)
         for worker in self.workers:
             if worker.poll() is None:
                 worker.signal(signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        for worker in self.workers:
-            try:
-                worker.proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
+        self._wait_all(grace)
         for worker in self.workers:
             worker.signal(signal.SIGKILL)  # the group: also anything the worker started
             try:

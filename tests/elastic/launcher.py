@@ -126,6 +126,20 @@ def script(tmp_path, name, body):
     return str(path)
 
 
+def held_script(tmp_path, name, go, before: str, after: str = "") -> str:
+    """A worker script that runs the line `before`, waits (at most 60 s) until the file
+    `go` exists, the test's signal to go on, then runs the line `after`; its path."""
+    path = tmp_path / name
+    path.write_text(f"""import os, pathlib, sys, time
+{before}
+deadline = time.monotonic() + 60
+while not pathlib.Path({str(go)!r}).exists() and time.monotonic() < deadline:
+    time.sleep(0.05)
+{after}
+""")
+    return str(path)
+
+
 def launch(agents, *args, env: Optional[Dict[str, Optional[str]]] = None):
     """Start an agent that the `agents` fixture kills at the end of the test."""
     agent = Agent(list(args), env=env)  # cwd: the repository, so examples/ paths work

@@ -5,7 +5,7 @@ import signal
 
 import pytest
 
-from tests.elastic.launcher import launch, script
+from tests.elastic.launcher import held_script, launch, script
 from tests.net import free_port
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]  # not in the quick set
@@ -124,14 +124,9 @@ def test_with_restart_policy_failed_a_lost_node_is_not_waited_for_at_the_exit(tm
     """The survivors of an in-place job finish without the node that died; the exit
     barrier opens without it once the rendezvous finds it gone, not after 300 s."""
     go = tmp_path / "go"
-    path = script(tmp_path, "inplace.py", f"""
-        import os, pathlib, sys, time
-        print(f"group {{os.environ['GROUP_RANK']}} ready", flush=True)
-        deadline = time.monotonic() + 60
-        while not pathlib.Path({str(go)!r}).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        sys.exit(0 if os.environ["GROUP_RANK"] == "0" else 1)
-        """)
+    path = held_script(tmp_path, "inplace.py", go,
+                       "print(f\"group {os.environ['GROUP_RANK']} ready\", flush=True)",
+                       "sys.exit(0 if os.environ['GROUP_RANK'] == '0' else 1)")
     common = ["--nnodes", "2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id",
               "lost-node", "--rdzv-conf", FAST_CONF, "--restart-policy", "failed",
               "--max-restarts", "1"]
@@ -151,13 +146,9 @@ def test_with_restart_policy_failed_a_node_that_arrives_later_restarts_nobody(tm
     """Nothing re-rendezvous under that policy: a running group is never restarted to
     take in a node (an engine.ft job would start again from step 0)."""
     go = tmp_path / "go"
-    path = script(tmp_path, "inplace.py", f"""
-        import os, pathlib, time
-        print(f"started in round {{os.environ['ACTORGRAD_RDZV_ROUND']}}", flush=True)
-        deadline = time.monotonic() + 60
-        while not pathlib.Path({str(go)!r}).exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        """)
+    path = held_script(tmp_path, "inplace.py", go,
+                       "print(f\"started in round {os.environ['ACTORGRAD_RDZV_ROUND']}\", "
+                       "flush=True)")
     common = ["--nnodes", "1:2", "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id",
               "late-node", "--rdzv-conf", FAST_CONF, "--restart-policy", "failed"]
     first = launch(agents, *common, path)

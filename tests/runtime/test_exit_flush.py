@@ -29,6 +29,23 @@ if sys.argv[3] == "stop":
     os._exit(0)  # no exit flush: what arrived, stop() delivered
 """
 
+class Received(list):
+    """The payloads of COUNTED messages, as a handler; `all_in` is set once `count` came."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.count, self.all_in = count, threading.Event()
+
+    def __call__(self, msg) -> None:
+        self.append(msg.payload)
+        if len(self) == self.count:
+            self.all_in.set()
+
+    def clear(self) -> None:
+        super().clear()
+        self.all_in.clear()
+
+
 # How the sender ends: a normal exit, or stop() and then an exit that flushes nothing.
 ENDINGS = ["exit", "stop"]
 
@@ -41,24 +58,16 @@ def _sender(address: str, count: int, ending: str = "exit") -> subprocess.Comple
 @pytest.mark.slow
 @pytest.mark.parametrize("ending", ENDINGS)
 def test_one_way_messages_sent_just_before_a_normal_exit_or_a_stop_all_arrive(ending):
-    received = []
-    all_in = threading.Event()
     count = 2000
-
-    def note(msg):
-        received.append(msg.payload)
-        if len(received) == count:
-            all_in.set()
-
+    received = Received(count)
     with Actor(name="receiver") as receiver:
-        receiver.register(COUNTED, note, inline=True)
+        receiver.register(COUNTED, received, inline=True)
         for _ in range(3):
             received.clear()
-            all_in.clear()
             done = _sender(receiver.address, count, ending)
             assert done.returncode == 0, done.stderr
             # The sender has exited: everything it sent was confirmed before it did.
-            assert all_in.is_set(), f"{len(received)} of {count} arrived"
+            assert received.all_in.is_set(), f"{len(received)} of {count} arrived"
             assert received == list(range(count))
 
 
@@ -96,25 +105,18 @@ def test_large_messages_sent_just_before_a_normal_exit_arrive_whole():
     collector, whose own exit handler must run after the deliveries are confirmed;
     before, it ran first: the messages arrived as a header and two empty frames, or
     libzmq aborted the sender ("Bad address")."""
-    received = []
-    all_in = threading.Event()
     count, size = 3, 8 << 20
-
-    def note(msg):
-        received.append(msg.payload)
-        if len(received) == count:
-            all_in.set()
-
+    received = Received(count)
     with Actor(name="receiver") as receiver:
-        receiver.register(COUNTED, note, inline=True)
+        receiver.register(COUNTED, received, inline=True)
         for _ in range(3):
             received.clear()
-            all_in.clear()
             done = subprocess.run([sys.executable, "-c", LARGE_SENDER, receiver.address,
                                    str(count), str(size)],
                                   cwd=ROOT, capture_output=True, text=True, timeout=60)
             assert done.returncode == 0, done.stderr
-            assert all_in.is_set(), f"{len(received)} of {count} arrived: {done.stderr[-2000:]}"
+            assert received.all_in.is_set(), \
+                f"{len(received)} of {count} arrived: {done.stderr[-2000:]}"
             assert [i for i, _ in received] == list(range(count))
             assert all(data == bytes([i]) * size for i, data in received)
 
