@@ -67,6 +67,9 @@ class AutogradContext:
         self.workers: Set[int] = set()
         self.passes: Dict[int, BackwardPass] = {}
         self._claimed: Set[int] = set()
+        # Set when the container lets the context go; a call still running in it must
+        # not take it to a new worker (see recording._tag).
+        self.released = False
 
     @property
     def creator(self) -> int:
@@ -142,7 +145,10 @@ class ContextContainer:
             self._released[context_id] = None
             if len(self._released) > _RELEASED_KEPT:
                 self._released.popitem(last=False)
-            return self._contexts.pop(context_id, None)
+            context = self._contexts.pop(context_id, None)
+            if context is not None:
+                context.released = True
+            return context
 
     def clear(self) -> None:
         """Forget every context and released id (this worker left its world)."""

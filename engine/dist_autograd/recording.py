@@ -135,6 +135,13 @@ def _tag(envelope: RpcEnvelope, context: Optional[AutogradContext], request: boo
     message_id = lineage = None
     if context is not None:
         message_id, lineage = record_send(context, envelope, envelope.payload)
+        if context.released:
+            # A call still running in a context released here: the release went to the
+            # workers known then, and a context this message made on its receiver would
+            # never be released. Read after record_send added the receiver to the
+            # workers, and release() sets the flag before reading them, so the receiver
+            # is either told of the release or never given the context.
+            context = message_id = lineage = None
     released = owed.peek(envelope.peer.id) if request else None
     if context is not None or released:
         envelope.meta[HOOK_NAME] = (None if context is None else context.id, message_id,

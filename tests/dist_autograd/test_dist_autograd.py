@@ -279,6 +279,17 @@ def test_a_call_still_in_flight_when_its_context_is_released_does_not_revive_it(
     assert wait_until(lambda: actors.rpc_sync("worker1", workers.contexts_alive) == 0)
 
 
+def test_a_call_made_after_its_context_was_released_leaves_no_context_on_its_receiver(world3):
+    # worker1's release went out before worker2 was among the context's workers, so a
+    # context that the nested call made on worker2 would never be released
+    assert wait_until(lambda: actors.rpc_sync("worker2", workers.contexts_alive) == 0)
+    with dist_autograd.context():
+        a = engine.ones(2, requires_grad=True)
+        late = actors.rpc_async("worker1", workers.once_released_call, args=(a, "worker2"))
+    np.testing.assert_allclose(late.wait(20).data, [2.0, 2.0])
+    assert actors.rpc_sync("worker2", workers.contexts_alive) == 0
+
+
 def test_rref_backward_with_a_context_runs_the_pass_from_the_owner_like_torch(world3):
     with dist_autograd.context() as context_id:
         x = engine.tensor([1.0, -2.0, 3.0], requires_grad=True)

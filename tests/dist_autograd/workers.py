@@ -126,6 +126,18 @@ def sleep_then_add(a, b, seconds: float):
     return a + b
 
 
+def once_released_call(x, next_worker: str):
+    """Wait until the caller's context is released here, then send `x` on to
+    `next_worker` from the call that context is still current in."""
+    context_id = dist_autograd.container.current().id
+    deadline = time.monotonic() + 10
+    while dist_autograd.container.find(context_id) is not None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"context {context_id} was not released within 10 s")
+        time.sleep(0.01)
+    return actors.rpc_sync(next_worker, engine.mul, args=(x, 2.0))
+
+
 class Holder:
     """A user object carrying tensors in its attributes."""
 
