@@ -36,8 +36,13 @@ def get_world_size(group: Group = None) -> int:
 def get_global_rank(group: ProcessGroup, group_rank: int) -> int:
     """The global rank of `group`'s member number `group_rank`.
 
-    Raises IndexError when `group_rank` is not below the group's size.
+    ValueError, as torch's, when `group_rank` is not in ``[0, size)``: a negative one
+    would otherwise count from the end of the group.
     """
+    if isinstance(group_rank, bool) or not isinstance(group_rank, int) \
+            or not 0 <= group_rank < len(group.ranks):
+        raise ValueError(f"group rank {group_rank!r} is not part of the group "
+                         f"(ranks {group.ranks}, group ranks 0-{len(group.ranks) - 1})")
     return group.ranks[group_rank]
 
 

@@ -121,6 +121,17 @@ def subgroup(rank, world):
     return -1, array, "no error", size
 
 
+def global_ranks_of_a_subgroup(rank, world):
+    group = dist.new_group([0, 2])
+    found = [dist.get_global_rank(group, r) for r in range(2)]
+    for outside in (-1, 2, True):
+        try:
+            found.append(dist.get_global_rank(group, outside))
+        except ValueError as exc:
+            found.append(str(exc))
+    return found
+
+
 def mismatched_shape(rank, world):
     try:
         dist.all_reduce(np.zeros(4 + rank, np.float32))

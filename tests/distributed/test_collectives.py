@@ -104,6 +104,16 @@ def test_a_subgroup_reduces_among_its_members_and_refuses_the_others():
         assert f"rank {rank} is not a member" in results[rank][2]
 
 
+def test_get_global_rank_refuses_a_group_rank_outside_the_group_as_torch():
+    """A negative group rank counted from the end (-1 gave the last member's rank)."""
+    results = run_ranks(3, scenarios.global_ranks_of_a_subgroup)
+    for found in results:
+        assert found[:2] == [0, 2]
+        for outside, message in zip((-1, 2, True), found[2:]):
+            assert message == (f"group rank {outside!r} is not part of the group "
+                               "(ranks [0, 2], group ranks 0-1)")
+
+
 def test_an_engine_tensor_is_reduced_in_its_data():
     results = run_ranks(2, scenarios.tensors)
     for data in results:
