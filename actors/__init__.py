@@ -16,6 +16,7 @@ _EXPORTS = {
     "Kind": "actors.runtime",
     "PeerLostError": "actors.runtime",
     "RemoteError": "actors.runtime",
+    "RequestTimeoutError": "actors.runtime",
     "SafeModeError": "actors.runtime",
     "Security": "actors.runtime.io.security",
     "set_security": "actors.runtime.io.security",

@@ -1,5 +1,7 @@
 """The docs name only the backends, flags and environment variables the code defines,
 and the code defines none that the docs leave out."""
+import builtins
+import importlib
 import os
 import pathlib
 import re
@@ -90,3 +92,26 @@ def test_the_variables_the_launcher_gives_its_workers_are_the_documented_ones(mo
     paragraph = _section("ELASTIC.md", "**Start K workers**", "3. **Monitor**")
     documented = {name for name in re.findall(r"`([A-Z][A-Z_]{2,})(?:[ =`])", paragraph)}
     assert given == documented
+
+
+def test_every_class_of_the_porting_guides_error_table_is_public_with_its_bases():
+    """Each class the table names is exported by a package a torch script imports
+    (`actors`, `actors.distributed`, `store`, `engine.ft`), and is each "also a"."""
+    table = _section("PORTING.md", "| failure | class | also a |", "\n\n")
+    packages = [importlib.import_module(name) for name in
+                ("actors", "actors.distributed", "store", "engine.ft")]
+
+    def public(name: str) -> type:
+        short = name.rsplit(".", 1)[-1]
+        found = [getattr(p, short) for p in packages if short in getattr(p, "__all__", ())]
+        found += [getattr(builtins, short)] if hasattr(builtins, short) else []
+        assert found, f"PORTING.md's error table names {name}, which no package exports"
+        return found[0]
+
+    rows = [line.split("|")[2:4] for line in table.splitlines()[2:]]
+    assert len(rows) >= 10
+    for cls_cell, bases_cell in rows:
+        cls = public(re.search(r"`([\w.]+)`", cls_cell)[1])
+        for base in re.findall(r"\(an? `([\w.]+)`\)", cls_cell) + re.findall(
+                r"`([\w.]+)`", bases_cell):
+            assert issubclass(cls, public(base)), (cls, base)
