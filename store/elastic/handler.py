@@ -32,7 +32,7 @@ _JOIN_THREAD_TIMEOUT = 10.0
 
 
 class DynamicRendezvousHandler:
-    """Rounds of rendezvous among between `min_nodes` and `max_nodes` nodes.
+    """Rounds of rendezvous among `min_nodes` to `max_nodes` nodes.
 
     Build it with `from_backend`. `clock` (monotonic) and `wall_clock` (epoch
     seconds) can be injected; the keep-alive thread waits in real time.
