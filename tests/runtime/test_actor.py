@@ -1,11 +1,13 @@
 """Actors talking to actors: replies, errors, timeouts, lost peers, lifecycle."""
+import inspect
+import pydoc
 import threading
 import time
 
 import numpy as np
 import pytest
 
-from actors.runtime import (Actor, ActorStoppedError, AddressInUseError, Future, Kind,
+from actors.runtime import (Actor, ActorCore, ActorStoppedError, AddressInUseError, Future, Kind,
                             PeerLostError, RequestTimeoutError, UnknownKindError)
 from tests import limits
 from tests.limits import within
@@ -28,6 +30,20 @@ def test_a_nan_timeout_is_refused_before_anything_is_sent(client):
     with pytest.raises(ValueError, match="got nan"):
         client.request("tcp://127.0.0.1:1", Kind.PING, None, float("nan"))
     assert client.requests_in_flight() == []
+
+
+def test_help_on_the_actor_handle_shows_the_parameters_of_its_methods():
+    """The handle's methods are the core's, reached through properties, whose help
+    showed the docstring alone: help(Actor) gave no parameter of request or attach."""
+    text = pydoc.render_doc(Actor, renderer=pydoc.plaintext)
+    assert "request(peer, kind, payload=None, timeout=None, *, json=False" in text
+    assert "attach(socket_or_endpoint, on_message=None, *, socket_type=None, bind=False" in text
+    for name, member in vars(Actor).items():
+        method = getattr(ActorCore, name, None)
+        if isinstance(member, property) and callable(method):
+            first = inspect.getdoc(member).split("\n", 1)[0]
+            assert first.startswith(f"``{name}(") and all(
+                parameter in first for parameter in list(inspect.signature(method).parameters)[1:])
 
 
 def test_large_arrays_arrive_intact(peer_process, client):

@@ -1,6 +1,7 @@
 """`Actor`: the handle a user holds; dropping it stops the actor."""
 from __future__ import annotations
 
+import inspect
 import weakref
 from typing import Any, Optional
 
@@ -44,8 +45,20 @@ class Actor:
 
 
 def _delegate(name: str) -> property:
-    return property(lambda handle: getattr(handle.core, name),
-                    doc=getattr(ActorCore, name).__doc__)
+    member = getattr(ActorCore, name)
+    doc = inspect.getdoc(member)
+    if callable(member):
+        # help() shows a property's doc alone, without the method's parameters.
+        doc = f"``{name}{_parameters(member)}``\n\n{doc}"
+    return property(lambda handle: getattr(handle.core, name), doc=doc)
+
+
+def _parameters(method: Any) -> str:
+    """`method`'s parameters after ``self``, with their defaults, as they are written."""
+    signature = inspect.signature(method)
+    parameters = [parameter.replace(annotation=inspect.Parameter.empty)
+                  for parameter in list(signature.parameters.values())[1:]]
+    return str(signature.replace(parameters=parameters, return_annotation=inspect.Signature.empty))
 
 
 for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_lost",
