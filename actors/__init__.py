@@ -6,7 +6,7 @@ services layer (DESIGN §1).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, List
 
 _EXPORTS = {
     "Actor": "actors.runtime",
@@ -40,3 +40,8 @@ def __getattr__(name: str) -> Any:
     value = getattr(importlib.import_module(module), name)
     globals()[name] = value  # later lookups skip this function
     return value
+
+
+def __dir__() -> List[str]:
+    """The loaded names and the ones loaded on first use, for help() and completion."""
+    return sorted(set(globals()) | set(__all__))

@@ -6,6 +6,8 @@ for users of the local stores.
 """
 from __future__ import annotations
 
+from typing import List
+
 from store.base import Store
 from store.errors import (
     DistError,
@@ -54,3 +56,8 @@ def __getattr__(name: str):
         globals()[name] = value  # later lookups skip this hook
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    """The loaded names and the ones loaded on first use, for help() and completion."""
+    return sorted(set(globals()) | set(__all__))

@@ -4,8 +4,10 @@
 (docs/api_reference.py), a broken cross-reference in a docstring, and a broken link or
 anchor between the pages.
 """
+import importlib
 import importlib.util
 import os
+import pydoc
 import subprocess
 import sys
 import textwrap
@@ -26,6 +28,16 @@ def _api_reference():
         sys.modules[name] = module  # its dataclass looks its module up there
         spec.loader.exec_module(module)
     return sys.modules[name]
+
+
+def test_every_public_name_is_listed_by_dir_and_help():
+    """Names loaded on first use were missing from dir(), so neither completion nor
+    help(actors) showed init_rpc, rpc_sync or any other name of the RPC API."""
+    for package in _api_reference().GROUPS:
+        module = importlib.import_module(package)
+        assert set(getattr(module, "__all__", ())) <= set(dir(module)), package
+    text = pydoc.render_doc(importlib.import_module("actors"), renderer=pydoc.plaintext)
+    assert "init_rpc(name:" in text and "rpc_sync(to:" in text
 
 
 @pytest.mark.slow

@@ -6,7 +6,7 @@ The scheduler is the hook that distributed autograd drives; see
 mode know nothing of ``Tensor``; ``Function`` and ``gradcheck`` build on it, so they
 are loaded on first use (``engine.tensor`` itself imports this package).
 """
-from typing import Any
+from typing import Any, List
 
 from engine.autograd.accumulate import IntoGrad, merge_gradient
 from engine.autograd.backward import backward, queue_callback, root_gradient
@@ -36,6 +36,11 @@ def __getattr__(name: str) -> Any:
 
         return getattr(importlib.import_module(_ON_TENSOR[name]), name)
     raise AttributeError(f"module 'engine.autograd' has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    """The loaded names and the ones loaded on first use, for help() and completion."""
+    return sorted(set(globals()) | set(__all__))
 
 
 __all__ = [

@@ -3,7 +3,7 @@
 ``DistributedOptimizer`` (in ``engine.optim.distributed``, which imports the RPC
 layer) is loaded only when asked for, so ``import engine`` stays free of ``actors``.
 """
-from typing import Any
+from typing import Any, List
 
 from engine.optim.adam import Adam, AdamW
 from engine.optim.optimizer import Optimizer, read_gradient
@@ -18,3 +18,8 @@ def __getattr__(name: str) -> Any:
 
         return DistributedOptimizer
     raise AttributeError(f"module 'engine.optim' has no attribute {name!r}")
+
+
+def __dir__() -> List[str]:
+    """The loaded names and the one loaded on first use, for help() and completion."""
+    return sorted(set(globals()) | set(__all__))
