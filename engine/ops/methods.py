@@ -21,20 +21,23 @@ from engine.ops.core import as_array
 from engine.tensor import Tensor
 
 
-def _reflected(fn: Callable[[Any, Any], Tensor], name: str) -> Callable[[Any, Any], Tensor]:
+def _reflected(fn: Callable[[Any, Any], Tensor], name: str, symbol: str
+               ) -> Callable[[Any, Any], Tensor]:
     def method(self: Tensor, other: Any) -> Tensor:
         return fn(other, self)
 
     method.__name__ = method.__qualname__ = name
-    method.__doc__ = f"``other {name}`` self: {fn.__name__} with the arguments swapped."
+    method.__doc__ = f"``other {symbol} self``: {fn.__name__} with the arguments swapped."
     return method
 
 
-def _comparison(compare: Callable[[Any, Any], Any], name: str) -> Callable[[Any, Any], Tensor]:
+def _comparison(compare: Callable[[Any, Any], Any], name: str, symbol: str
+                ) -> Callable[[Any, Any], Tensor]:
     def method(self: Tensor, other: Any) -> Tensor:
         return Tensor(np.asarray(compare(self.data, as_array(other))))
 
     method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``self {symbol} other`` elementwise: a tensor of bools, not differentiable."
     return method
 
 
@@ -78,26 +81,26 @@ def _transpose(self: Tensor, *axes: Any) -> Tensor:
 
 OPERATORS = {
     "__add__": arithmetic.add,
-    "__radd__": _reflected(arithmetic.add, "__radd__"),
+    "__radd__": _reflected(arithmetic.add, "__radd__", "+"),
     "__sub__": arithmetic.sub,
-    "__rsub__": _reflected(arithmetic.sub, "__rsub__"),
+    "__rsub__": _reflected(arithmetic.sub, "__rsub__", "-"),
     "__mul__": arithmetic.mul,
-    "__rmul__": _reflected(arithmetic.mul, "__rmul__"),
+    "__rmul__": _reflected(arithmetic.mul, "__rmul__", "*"),
     "__truediv__": arithmetic.div,
-    "__rtruediv__": _reflected(arithmetic.div, "__rtruediv__"),
+    "__rtruediv__": _reflected(arithmetic.div, "__rtruediv__", "/"),
     "__pow__": arithmetic.pow,
-    "__rpow__": _reflected(arithmetic.pow, "__rpow__"),
+    "__rpow__": _reflected(arithmetic.pow, "__rpow__", "**"),
     "__matmul__": linalg.matmul,
-    "__rmatmul__": _reflected(linalg.matmul, "__rmatmul__"),
+    "__rmatmul__": _reflected(linalg.matmul, "__rmatmul__", "@"),
     "__neg__": arithmetic.neg,
     "__abs__": pointwise.abs,
     "__getitem__": indexing.getitem,
-    "__lt__": _comparison(operator.lt, "__lt__"),
-    "__le__": _comparison(operator.le, "__le__"),
-    "__gt__": _comparison(operator.gt, "__gt__"),
-    "__ge__": _comparison(operator.ge, "__ge__"),
-    "__eq__": _comparison(operator.eq, "__eq__"),
-    "__ne__": _comparison(operator.ne, "__ne__"),
+    "__lt__": _comparison(operator.lt, "__lt__", "<"),
+    "__le__": _comparison(operator.le, "__le__", "<="),
+    "__gt__": _comparison(operator.gt, "__gt__", ">"),
+    "__ge__": _comparison(operator.ge, "__ge__", ">="),
+    "__eq__": _comparison(operator.eq, "__eq__", "=="),
+    "__ne__": _comparison(operator.ne, "__ne__", "!="),
     "__iadd__": _in_place(np.add, "__iadd__"),
     "__isub__": _in_place(np.subtract, "__isub__"),
     "__imul__": _in_place(np.multiply, "__imul__"),

@@ -130,6 +130,16 @@ def test_tensors_hash_by_identity_and_compare_elementwise():
     np.testing.assert_array_equal((a < b).data, [False, True])
 
 
+def test_help_on_the_reflected_and_comparison_operators_says_what_they_compute():
+    """The reflected operators' docstrings read ``other __rtruediv__`` self; the
+    comparisons had none."""
+    assert engine.Tensor.__rtruediv__.__doc__ == (
+        "``other / self``: div with the arguments swapped.")
+    assert engine.Tensor.__rsub__.__doc__.startswith("``other - self``: sub")
+    assert engine.Tensor.__le__.__doc__ == (
+        "``self <= other`` elementwise: a tensor of bools, not differentiable.")
+
+
 def test_repr_shows_values_dtype_and_grad_fn():
     assert repr(engine.tensor([1.0, 2.0])) == "tensor([1., 2.])"
     x = engine.tensor([1.0], dtype=np.float64, requires_grad=True)
