@@ -73,7 +73,7 @@ def main() -> None:
             loss.backward()
             optimizer.step()
             total += loss.item() * len(batch)
-        if epoch == 1 or epoch % 10 == 0:
+        if epoch in (1, args.epochs) or epoch % 10 == 0:
             print(f"epoch {epoch:3d}  loss {total / len(order):.4f}  "
                   f"train acc {accuracy(model, x_train, y_train):.1%}")
     print(f"held-out accuracy {accuracy(model, x_test, y_test):.1%} "

@@ -61,6 +61,13 @@ def test_the_local_mlp_example_shows_the_loss_falling(run_example):
     assert losses[-1] < losses[0] / 5
 
 
+def test_the_mlp_example_prints_its_last_epoch_whatever_their_number(run_example):
+    """With --epochs 5 it printed epoch 1 alone: the loss was never seen falling."""
+    out = run_example("train_mlp.py", "--epochs", "5")
+    epochs = [int(line.split()[1]) for line in out.splitlines() if line.startswith("epoch")]
+    assert epochs == [1, 5]
+
+
 def test_the_ddp_example_trains_two_ranks_that_stay_identical(run_example):
     out = run_example("ddp_train.py")
     losses = [float(line.split("mean loss ")[1].split()[0]) for line in out.splitlines()
