@@ -2,6 +2,7 @@
 and the code defines none that the docs leave out."""
 import builtins
 import importlib
+import inspect
 import os
 import pathlib
 import re
@@ -10,6 +11,7 @@ import pytest
 
 from actors.launch.agent import ElasticAgent
 from actors.launch.config import build_parser, parse_args
+from engine.ft import Manager
 from store.elastic import RendezvousInfo, RendezvousStoreInfo
 from store.hash_store import HashStore
 from store.elastic.registry import rendezvous_handler_registry
@@ -115,3 +117,9 @@ def test_every_class_of_the_porting_guides_error_table_is_public_with_its_bases(
         for base in re.findall(r"\(an? `([\w.]+)`\)", cls_cell) + re.findall(
                 r"`([\w.]+)`", bases_cell):
             assert issubclass(cls, public(base)), (cls, base)
+
+
+def test_the_porting_guides_ft_manager_signature_names_every_parameter():
+    written = re.search(r"`ft\.Manager\(([^`]*)\)`", (ROOT / "docs" / "PORTING.md").read_text())[1]
+    documented = [part.split("=")[0].strip() for part in written.split(",")]
+    assert documented == list(inspect.signature(Manager).parameters)

@@ -66,7 +66,10 @@ class Manager:
     heartbeats, whichever is first); `quorum_timeout` how long a step's quorum waits
     for an expected member (then `min_replica_size` members go on without it);
     `join_timeout` how long the first step waits for every replica. Timeouts are
-    seconds or a `timedelta` (torchft's type).
+    seconds or a `timedelta` (torchft's type). `session` names the job's keys in the
+    store (default: the launcher's run id and rendezvous round, so a job restarted
+    from scratch starts anew; outside the launcher, pass it). With `progress` a line
+    is printed whenever the quorum changes.
     """
 
     def __init__(self, min_replica_size: int = 1,
