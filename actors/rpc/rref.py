@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from actors.runtime import Future, PeerLostError, RequestTimeoutError
-from actors.runtime.concurrency.futures import completed
+from actors.runtime import Future, PeerLostError, ProtocolError, RequestTimeoutError
+from actors.runtime.concurrency.futures import InvalidStateError, completed
 
 from .directory import Destination, WorkerInfo
 from .errors import RRefError
@@ -85,6 +85,42 @@ class RRef:
             if raised_here(exc, RequestTimeoutError):
                 raise RequestTimeoutError(f"the creation of {self!r} by remote() timed out, "
                                           f"so its owner may not hold it: {exc}") from exc
+            if isinstance(exc, ProtocolError):
+                raise self._rejected(exc) from exc
+
+    def _rejected(self, exc: ProtocolError) -> ProtocolError:
+        return ProtocolError(f"the owner {self._owner.name!r} rejected the creation of "
+                             f"{self!r} by remote() unrun, so it never holds the value: {exc}")
+
+    def _unless_rejected(self, call: Future) -> Future:
+        """`call`, failed as soon as the owner rejects this RRef's `remote()` unrun.
+
+        A request the owner cannot accept (an undecodable argument, a function safe
+        mode refuses) never creates the value, so a call waiting for it on the owner
+        would otherwise wait out its whole timeout.
+        """
+        created = self._created
+        if created is None or created.done():
+            return call
+        outcome = Future()
+
+        def settle(done: Future) -> None:
+            exc = done.exception()
+            if done is created and not isinstance(exc, ProtocolError):
+                return
+            try:
+                if done is created:
+                    outcome.set_exception(self._rejected(exc))
+                elif exc is not None:
+                    outcome.set_exception(exc)
+                else:
+                    outcome.set_result(done.value())
+            except InvalidStateError:
+                pass  # the other one came first
+
+        created.add_done_callback(settle)
+        call.add_done_callback(settle)
+        return outcome
 
     def __repr__(self) -> str:
         return f"RRef(owner={self._owner.name!r}, id=0x{self._rref_id:x})"
@@ -104,7 +140,8 @@ class RRef:
         self._check_created()
         if self.is_owner():
             return self._agent.owners.value(self._rref_id).wait(timeout or None)
-        return self._agent.call(self._owner, _fetch, (self._rref_id,), {}, timeout).wait()
+        fetched = self._agent.call(self._owner, _fetch, (self._rref_id,), {}, timeout)
+        return self._unless_rejected(fetched).wait()
 
     def backward(self, dist_autograd_ctx_id: int = -1, retain_graph: bool = False,
                  mode: str = "fast") -> None:
@@ -182,9 +219,11 @@ class _Proxy:
             if self._mode == "remote":
                 return create_remote(owner, _invoke_method, call_args, {}, timeout)
             agent = current_agent()
-            if self._mode == "rpc_sync":
+            if self._mode == "rpc_sync" and self._rref.confirmed().done():
                 return agent.call_sync(owner, _invoke_method, call_args, {}, timeout)
-            return agent.call(owner, _invoke_method, call_args, {}, timeout)
+            called = self._rref._unless_rejected(
+                agent.call(owner, _invoke_method, call_args, {}, timeout))
+            return called.wait() if self._mode == "rpc_sync" else called
 
         return invoke
 

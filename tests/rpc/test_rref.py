@@ -1,11 +1,12 @@
 """RRefs: remote values, proxies, passing them on, and freeing them on the owner."""
 import gc
+import time
 
 import pytest
 
 import actors
 from actors.rpc import RRefError
-from actors.runtime import RequestTimeoutError
+from actors.runtime import ProtocolError, RequestTimeoutError
 from tests.rpc import workers
 from tests.waiting import wait_until
 
@@ -94,6 +95,26 @@ def test_a_creation_that_timed_out_raises_at_the_next_use_of_the_rref_as_in_torc
                                                              r"'worker1', .*\) by remote\(\) "
                                                              r"timed out"):
             use()
+
+
+class _FailsToUnpickle:
+    """An argument the owner cannot decode: its request is rejected before it runs."""
+
+    def __reduce__(self):
+        return int, ("not a number",)
+
+
+def test_a_creation_the_owner_rejected_unrun_raises_at_once_at_the_next_use(world):
+    uses = [lambda rref: rref.to_here(20), lambda rref: rref.rpc_sync(20).__len__()]
+    for use in uses:
+        rref = actors.remote("worker2", list, args=([_FailsToUnpickle()],), timeout=20)
+        started = time.monotonic()
+        with pytest.raises(ProtocolError, match=r"'worker2' rejected the creation of RRef"
+                                                r".* unrun.*undecodable pickle body"):
+            use(rref)  # before: RequestTimeoutError after the whole 20 s
+        assert time.monotonic() - started < 10
+        with pytest.raises(ProtocolError, match="rejected the creation"):
+            use(rref)  # once the rejection is known, before anything is sent
 
 
 def test_an_rref_whose_function_raised_is_confirmed_and_raises_its_error(world):
