@@ -13,6 +13,7 @@ from actors.runtime.introspection import status
 from actors.runtime.process.log import get_logger
 from actors.runtime.protocol import shared_buffers
 from store.barrier import add_member, arrive, barrier, members_at, wait_open
+from store.errors import StoreConnectionError
 
 from . import hooks as hook_registry
 
@@ -43,6 +44,21 @@ class Leaving:
             finally:
                 self._idle_waiters -= 1
 
+    def _arrive_last(self) -> None:
+        """Arrive at the last shutdown barrier, this worker's last store call.
+
+        The store host closes the store once every worker is in, and two workers that
+        arrive together may both see it complete and open it: the host may then close
+        the store under the other's last call. Nothing depends on that call any more,
+        so a store lost there ends nothing.
+        """
+        try:
+            arrive(self.store, "barriers/shutdown/left", self.world_size, self.rank)
+        except StoreConnectionError as exc:
+            if self.rank == 0:
+                raise
+            log.info("rpc_store_closed_at_last_barrier", worker=self.name, error=str(exc))
+
     def leave(self, graceful: bool, timeout: Optional[float]) -> None:
         """Leave the world: with `graceful`, a barrier once every worker's work is done.
 
@@ -68,7 +84,7 @@ class Leaving:
             # Rank 0 may host the store: it closes only after everyone's last store call,
             # and gives a worker found lost STORE_HOST_GRACE to come all the same: one
             # only slow to answer (a loaded host) would otherwise lose the store.
-            arrive(self.store, "barriers/shutdown/left", self.world_size, self.rank)
+            self._arrive_last()
             if self.rank == 0:
                 since = time.monotonic()
                 without |= wait_open(
