@@ -112,7 +112,12 @@ def merge(recordings: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     shifts = causal_shifts(len(recordings), gaps, margins)
     for event in events:
         if "ts" in event:
-            event["ts"] = round(event["ts"] - shifts[event["pid"]], 3)
+            shift = shifts[event["pid"]]
+            start = round(event["ts"] - shift, 3)
+            if "dur" in event:
+                # Rounded as the arrows at its end are, so that they stay inside it.
+                event["dur"] = round(event["ts"] + event["dur"] - shift, 3) - start
+            event["ts"] = start
     return {"traceEvents": events, "displayTimeUnit": "ms"}
 
 
@@ -147,7 +152,8 @@ def _on_lanes(flows: List[Dict[str, Any]], slices: Sequence[Tuple[Dict[str, Any]
     slice holds (data that came before its collective began) binds to the next slice."""
     edges: Dict[Tuple[int, float], int] = {}
     spans: Dict[int, List[Tuple[float, float, int]]] = defaultdict(list)
-    for event, end in slices:
+    for event, _ in slices:
+        end = event["ts"] + event["dur"]  # where it is drawn to (no less than its start)
         edges.setdefault((event["pid"], event["ts"]), event["tid"])
         edges.setdefault((event["pid"], end), event["tid"])
         spans[event["pid"]].append((event["ts"], end, event["tid"]))
