@@ -102,18 +102,21 @@ def _rendezvous_and_form(init_method: str, rank: int, world_size: int, timeout: 
     from store import rendezvous
 
     deadline = time.monotonic() + timeout
-    for attempt in itertools.count():
+
+    def attempt() -> Tuple[Store, int, int, ProcessGroup]:
         left = max(0.0, deadline - time.monotonic())
+        store, rank_, size = next(rendezvous(init_method, rank, world_size, timeout=left,
+                                             wait_for_workers=False))
+        return store, rank_, size, _checked_form(store, rank_, size, left, owns_store=True)
+
+    for retry in range(1, STORE_LOST_RETRIES + 1):
         try:
-            store, rank, world_size = next(rendezvous(
-                init_method, rank, world_size, timeout=left, wait_for_workers=False))
-            return store, rank, world_size, _checked_form(store, rank, world_size, left,
-                                                          owns_store=True)
+            return attempt()
         except StoreConnectionError as exc:
-            if attempt == STORE_LOST_RETRIES or time.monotonic() >= deadline:
+            if time.monotonic() >= deadline:
                 raise
-            log.info("process_group_store_lost", attempt=attempt + 1, error=str(exc))
-    raise AssertionError("unreachable")
+            log.info("process_group_store_lost", attempt=retry, error=str(exc))
+    return attempt()
 
 
 def _checked_form(store: Store, rank: int, world_size: int, timeout: float,
