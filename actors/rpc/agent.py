@@ -15,7 +15,7 @@ import threading
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 from actors.runtime import (Actor, ActorStoppedError, Future, Kind, PeerLostError,
-                            RequestTimeoutError, SafeModeError)
+                            ProtocolError, RequestTimeoutError, SafeModeError)
 from actors.runtime.io.channel import Channel
 from actors.runtime.concurrency.futures import failed
 from actors.runtime.introspection import status
@@ -80,6 +80,8 @@ class RpcAgent(Callee, Leaving):
         self.actor.register(Kind.RREF_FORK, lambda msg: self.owners.add(*msg.payload) and None,
                             inline=True, json=False)
         self.actor.register(Kind.RREF_DELETE, lambda msg: self.owners.remove(*msg.payload),
+                            inline=True, json=False)
+        self.actor.register(Kind.RREF_REJECTED, lambda msg: self.owners.reject(*msg.payload),
                             inline=True, json=False)
         for kind, handler in services.services().items():
             self.serve(kind, handler)
@@ -368,6 +370,24 @@ class RpcAgent(Callee, Leaving):
         else:
             self.actor.notify(self.directory.address(owner), Kind.RREF_FORK, (rref_id, fork_id))
         return fork_id
+
+    def report_rejection(self, owner: WorkerInfo, rref_id: int, fork_id: int,
+                         created: Future) -> None:
+        """Once `created`, a `remote()` call, has failed with a `ProtocolError` (the owner
+        refused it unrun, so it never registered this fork or made the value), tell the
+        owner: its fetches of the value then fail at once instead of waiting out their
+        timeouts, and this fork's later deletion balances the count."""
+        exc = created.exception()
+        if not isinstance(exc, ProtocolError):
+            return
+        if owner.id == self.rank:
+            self.owners.reject(rref_id, fork_id, str(exc))
+        elif owner.name not in self._lost:
+            try:
+                self.actor.notify(self.directory.address(owner), Kind.RREF_REJECTED,
+                                  (rref_id, fork_id, str(exc)))
+            except ActorStoppedError:
+                pass  # this worker left meanwhile, and the owner's wait ends with its own
 
     def release(self, owner: WorkerInfo, rref_id: int, fork_id: int) -> None:
         if owner.id == self.rank:

@@ -14,7 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Dict
 
-from actors.runtime import Future
+from actors.runtime import Future, ProtocolError
+from actors.runtime.concurrency.futures import InvalidStateError
 
 
 class OwnerTable:
@@ -45,6 +46,17 @@ class OwnerTable:
     def remove(self, rref_id: int, fork_id: int) -> None:
         """A holder dropped its reference."""
         self._adjust(rref_id, fork_id, -1)
+
+    def reject(self, rref_id: int, fork_id: int, reason: str) -> None:
+        """The creator's `remote()` of `rref_id` was refused unrun: its fork counts as the
+        creation's would, and a wait for the value here fails at once with `reason`."""
+        value = self.add(rref_id, fork_id)
+        try:
+            value.set_exception(ProtocolError(
+                f"the creation of RRef 0x{rref_id:x} by remote() was rejected unrun, so its "
+                f"owner never holds the value: {reason}"))
+        except InvalidStateError:
+            pass  # already failed, by an earlier report of the same refusal
 
     def _adjust(self, rref_id: int, fork_id: int, delta: int) -> Future:
         with self._lock:

@@ -201,6 +201,8 @@ def create_remote(to: Destination, fn: Callable, args: tuple, kwargs: dict,
     info = agent.directory.resolve(to)
     rref_id, fork_id = agent.new_id(), agent.new_id()
     created = agent.call(info, fn, args, kwargs, timeout, remote=(rref_id, fork_id))
+    created.add_done_callback(
+        lambda done: agent.report_rejection(info, rref_id, fork_id, done))
     return RRef(info, rref_id, fork_id, created)
 
 

@@ -105,18 +105,33 @@ class _FailsToUnpickle:
 
 
 def test_a_creation_the_owner_rejected_unrun_raises_at_once_at_the_next_use(world):
-    # The owner, which could not decode the request, still serves each use until its
-    # timeout: kept short, since the world's shutdown waits for those calls.
-    uses = [lambda rref: rref.to_here(3), lambda rref: rref.rpc_sync(3).__len__()]
+    uses = [lambda rref: rref.to_here(20), lambda rref: rref.rpc_sync(20).__len__()]
     for use in uses:
-        rref = actors.remote("worker2", list, args=([_FailsToUnpickle()],), timeout=3)
+        rref = actors.remote("worker2", list, args=([_FailsToUnpickle()],), timeout=20)
         started = time.monotonic()
         with pytest.raises(ProtocolError, match=r"'worker2' rejected the creation of RRef"
                                                 r".* unrun.*undecodable pickle body"):
-            use(rref)  # before: RequestTimeoutError after the whole 3 s
+            use(rref)  # before: RequestTimeoutError after the whole 20 s
         assert time.monotonic() - started < 1.5
         with pytest.raises(ProtocolError, match="rejected the creation"):
             use(rref)  # once the rejection is known, before anything is sent
+
+
+def test_the_owner_of_a_rejected_creation_fails_every_fetch_at_once_and_keeps_nothing(world):
+    gc.collect()  # earlier tests' exceptions hold RRefs in reference cycles
+    owned_before = actors.rpc_sync("worker2", workers.owned_values)
+    rref = actors.remote("worker2", list, args=([_FailsToUnpickle()],), timeout=20)
+    with pytest.raises(ProtocolError):
+        rref.confirmed().wait(10)
+    started = time.monotonic()
+    # worker1 knows nothing of the refusal: its fetch is answered by the owner itself.
+    with pytest.raises(ProtocolError, match=r"rejected unrun.*undecodable pickle body"):
+        actors.rpc_sync("worker1", workers.fetch_from_third, args=(rref,), timeout=20)
+    assert time.monotonic() - started < 1.5  # before: the owner waited out the 20 s
+    del rref
+    gc.collect()
+    actors.rpc_sync("worker1", gc.collect)  # its error's traceback held its copy of the RRef
+    assert wait_until(lambda: actors.rpc_sync("worker2", workers.owned_values) <= owned_before)
 
 
 def test_an_rref_whose_function_raised_is_confirmed_and_raises_its_error(world):

@@ -79,7 +79,7 @@ def test_a_pickled_named_call_is_refused_too(safe_worker):
 
 @pytest.mark.parametrize("kind, payload", [
     (Kind.RPC_CALL, {}), (Kind.RPC_CALL, ["print", ["x"], {}, 0, {}]), (Kind.RPC_REMOTE, []),
-    (Kind.RREF_FORK, [7, 1]), (Kind.RREF_DELETE, [7, 1])])
+    (Kind.RREF_FORK, [7, 1]), (Kind.RREF_DELETE, [7, 1]), (Kind.RREF_REJECTED, [7, 1, "x"])])
 def test_a_json_body_of_a_pickled_kind_is_a_protocol_error_naming_named_calls(
         safe_worker, kind, payload):
     address, _ = safe_worker

@@ -88,6 +88,7 @@ class Kind(enum.IntEnum):
     RREF_FORK = 0x0202
     RREF_DELETE = 0x0203
     RPC_CALL_NAMED = 0x0204  # JSON: {"fn": name, "args": [...], "kwargs": {...}}
+    RREF_REJECTED = 0x0205  # one-way: the owner refused this RRef's creation unrun
     STORE_SET_EPHEMERAL = 0x0110  # a key deleted when the connection that set it closes
     STORE_LIST_KEYS = 0x0111  # the user keys, sorted
     STORE_QUORUM = 0x0112  # a named member arrives at a round; one release answers all
