@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 import threading
+from contextvars import ContextVar
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
@@ -110,7 +111,6 @@ class ContextContainer:
         # must not bring the context back (nobody would release it again).
         self._released: "OrderedDict[int, None]" = OrderedDict()
         self._counter = itertools.count(1)
-        self._local = _CurrentContext()
 
     def new_id(self, rank: int) -> int:
         return (rank << RANK_SHIFT) | next(self._counter)
@@ -163,37 +163,39 @@ class ContextContainer:
     def __len__(self) -> int:
         return len(self._contexts)
 
-    # ---- the current context of this thread ----------------------------------------
+    # ---- the current context ----------------------------------------------------
 
     def current(self) -> Optional[AutogradContext]:
-        return self._local.context
+        return _current.get()
 
     def using(self, context: Optional[AutogradContext]) -> "_Using":
-        """Make `context` current in this thread for the duration (None: no context)."""
-        return _Using(self._local, context)
+        """Make `context` current for the duration (None: no context)."""
+        return _Using(context)
 
 
-class _CurrentContext(threading.local):
-    """Each thread's current context; None until one is set (a class attribute, so
-    that reading it on a thread that never set it raises nothing inside)."""
-
-    context: Optional[AutogradContext] = None
+# The current context: a context variable, not a thread's, so that a future's callbacks
+# run in the context current where they were added (actors' Future runs each in the
+# context variables of its `add_done_callback`; torch's run without it). Unset outside
+# every context: a thread with no variable set adds callbacks at the least cost.
+_current: "ContextVar[Optional[AutogradContext]]" = ContextVar(
+    "dist_autograd_context", default=None)
 
 
 class _Using:
     """`ContextContainer.using`: a class, not a generator, as it wraps every call."""
 
-    __slots__ = ("_local", "_context", "_previous")
+    __slots__ = ("_context", "_token")
 
-    def __init__(self, local: _CurrentContext, context: Optional[AutogradContext]):
-        self._local, self._context = local, context
+    def __init__(self, context: Optional[AutogradContext]):
+        self._context = context
 
     def __enter__(self) -> None:
-        self._previous = self._local.context
-        self._local.context = self._context
+        self._token = _current.set(self._context)
 
     def __exit__(self, *exc: object) -> None:
-        self._local.context = self._previous
+        # A reset, not a set of the previous value: the variable is unset again after
+        # the outermost block, and callbacks added then carry nothing.
+        _current.reset(self._token)
 
 
 container = ContextContainer()

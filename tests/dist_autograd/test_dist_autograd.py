@@ -290,6 +290,31 @@ def test_a_call_made_after_its_context_was_released_leaves_no_context_on_its_rec
     assert actors.rpc_sync("worker2", workers.contexts_alive) == 0
 
 
+@pytest.mark.parametrize("mode", ["fast", "smart"])
+def test_calls_chained_by_then_in_an_async_function_carry_the_context(world3, mode):
+    x = engine.tensor([1.0, -2.0, 0.5], requires_grad=True)
+    with dist_autograd.context() as context_id:
+        doubled = actors.rpc_sync("worker1", workers.cube_then_double, args=(x, "worker2"))
+        again = actors.rpc_sync("worker1", workers.square_then_square_again,
+                                args=(x, "worker2"))
+        np.testing.assert_allclose(again.data, 9 * x.data ** 4)
+        dist_autograd.backward(context_id, [doubled.sum() + again.sum()], mode=mode)
+        grads = dist_autograd.get_gradients(context_id)
+    # d(2x³)/dx = 6x², d(9x⁴)/dx = 36x³: the second hop, made from a callback, counts
+    np.testing.assert_allclose(grads[x], 6 * x.data ** 2 + 36 * x.data ** 3)
+    for worker in ("worker1", "worker2"):
+        assert wait_until(lambda w=worker: actors.rpc_sync(w, workers.contexts_alive) == 0)
+
+
+def test_a_then_callback_that_raises_fails_the_call_and_the_context_is_released(world3):
+    with dist_autograd.context():
+        x = engine.ones(3, requires_grad=True)
+        with pytest.raises(ValueError, match=r"the callback refuses \(3,\)"):
+            actors.rpc_sync("worker1", workers.square_then_refuse, args=(x, "worker2"))
+    for worker in ("worker1", "worker2"):
+        assert wait_until(lambda w=worker: actors.rpc_sync(w, workers.contexts_alive) == 0)
+
+
 def test_rref_backward_with_a_context_runs_the_pass_from_the_owner_like_torch(world3):
     with dist_autograd.context() as context_id:
         x = engine.tensor([1.0, -2.0, 3.0], requires_grad=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+import uuid
 
 import numpy as np
 
@@ -227,3 +228,57 @@ class Scaler:
 
 def scaler_weight_grad(scaler_rref, context_id: int):
     return dist_autograd.get_gradients(context_id).get(scaler_rref.local_value().weight)
+
+
+@actors.async_execution
+def cube_then_double(x, far: str):
+    """2x³: x³ on `far`, doubled in a `then` callback."""
+    return actors.rpc_async(far, engine.mul, args=(x, x * x)).then(lambda done: done.wait() * 2.0)
+
+
+_gates: dict = {}
+_gates_lock = threading.Lock()
+
+
+def _gate(key: str) -> threading.Event:
+    with _gates_lock:
+        return _gates.setdefault(key, threading.Event())
+
+
+def square_once_opened(x, key: str):
+    """x², returned once `open_gate(key)` was called (within 10 s)."""
+    if not _gate(key).wait(10):
+        raise TimeoutError(f"gate {key} never opened")
+    return x * x
+
+
+def open_gate(key: str) -> None:
+    _gate(key).set()
+
+
+@actors.async_execution
+def square_then_square_again(x, far: str):
+    """(3x²)² = 9x⁴: x² on `far`, then, from the first call's callback, a second call to
+    `far` squares 3x² (the second hop is made in the callback, not in the function)."""
+    result = actors.Future()
+
+    def second_hop(first):
+        again = actors.rpc_async(far, square, args=(first.wait() * 3.0,))
+        again.add_done_callback(lambda done: result.set_exception(done.exception())
+                                if done.exception() else result.set_result(done.value()))
+
+    key = uuid.uuid4().hex
+    first = actors.rpc_async(far, square_once_opened, args=(x, key))
+    first.then(second_hop)
+    # Only now may `far` answer: the callback runs where the reply arrives, not here.
+    actors.rpc_async(far, open_gate, args=(key,))
+    return result
+
+
+@actors.async_execution
+def square_then_refuse(x, far: str):
+    """A `then` callback that raises after a call made in the context."""
+    def refuse(done):
+        raise ValueError(f"the callback refuses {done.wait().shape}")
+
+    return actors.rpc_async(far, square, args=(x,)).then(refuse)

@@ -1,4 +1,5 @@
 """Future: waiting, values, errors, callbacks and chaining."""
+import contextvars
 import threading
 
 import pytest
@@ -239,6 +240,32 @@ def test_wait_all_leaves_no_callback_behind_when_it_times_out():
     assert late._callbacks == []
     late.set_result(1)
     assert wait_all([late]) == [1]
+
+
+_REQUEST = contextvars.ContextVar("request", default=None)
+
+
+def test_callbacks_run_in_the_context_variables_current_where_they_were_added():
+    source = Future()
+    seen = {}
+    token = _REQUEST.set("call 1")
+    try:
+        source.add_done_callback(lambda f: seen.setdefault("callback", _REQUEST.get()))
+        chained = source.then(lambda f: _REQUEST.get())
+        inside = source.then(lambda f: source.then(lambda g: _REQUEST.get()))
+        ran = []
+        source.add_done_callback(ran.append)
+        source.remove_done_callback(ran.append)  # found though it carries the context
+    finally:
+        _REQUEST.reset(token)
+    outside = source.then(lambda f: _REQUEST.get())
+    completer = threading.Thread(target=source.set_result, args=(1,))  # no variable set
+    completer.start()
+    completer.join(5)
+    assert seen["callback"] == "call 1" and chained.wait(1) == "call 1"
+    assert inside.wait(1).wait(1) == "call 1"  # a callback added from a callback too
+    assert outside.wait(1) is None and ran == []
+    assert _REQUEST.get() is None  # the completing thread's own variables are untouched
 
 
 def test_a_removed_callback_does_not_run():

@@ -4,10 +4,17 @@ Callbacks run on the thread that completes the future (for a reply, the actor's
 I/O thread), so they must be short, and a wait there for a pending future raises
 RuntimeError (`blocking.refuse_waiting_on_io_loop`); `then` chains a transformation,
 and a future made with `settle` transforms its own result as it completes.
+
+A callback runs in the context variables (`contextvars`) that were current where it
+was added, as asyncio's callbacks do, not in those of the completing thread: what a
+layer keeps per call in a ContextVar (distributed autograd's current context) holds in
+the work chained after that call too, e.g. a second call made from a `then` inside an
+`async_execution` function.
 """
 from __future__ import annotations
 
 import threading
+from contextvars import copy_context
 from _thread import allocate_lock as _allocate_lock
 from typing import Any, Callable, Dict, Iterable, List, Optional, TypeVar
 
@@ -137,11 +144,14 @@ class Future:
         return self._exception
 
     def add_done_callback(self, callback: Callable[["Future"], None]) -> None:
-        """Call `callback(self)` once done; at once, on this thread, if already done."""
-        with self._lock:
-            if self._callbacks is not None:
-                self._callbacks.append(callback)
-                return
+        """Call `callback(self)` once done, in this thread's context variables of now (see
+        the module docstring); at once, on this thread, if already done."""
+        if self._callbacks is not None:
+            kept = _in_current_context(callback)
+            with self._lock:
+                if self._callbacks is not None:
+                    self._callbacks.append(kept)
+                    return
         _run_callback(callback, self)
 
     def remove_done_callback(self, callback: Callable[["Future"], None]) -> None:
@@ -182,6 +192,34 @@ class Future:
         else:
             state = "done"
         return f"<Future {state}>"
+
+
+class _InContext:
+    """A callback with the context variables to run it in. Equal to the bare callback,
+    so that `remove_done_callback` finds it."""
+
+    __slots__ = ("callback", "context")
+
+    def __init__(self, callback: Callable[[Future], None], context: Any) -> None:
+        self.callback, self.context = callback, context
+
+    def __call__(self, future: Future) -> None:
+        self.context.run(self.callback, future)
+
+    def __eq__(self, other: object) -> bool:
+        return self.callback == (other.callback if isinstance(other, _InContext) else other)
+
+    __hash__ = None  # type: ignore[assignment] - equal to its callback, not hashable as it
+
+    def __repr__(self) -> str:
+        return repr(self.callback)
+
+
+def _in_current_context(callback: Callable[[Future], None]) -> Callable[[Future], None]:
+    """`callback` bound to this thread's context variables of now; unchanged when none is
+    set, the common case, so that it then costs one copy of an empty context."""
+    context = copy_context()
+    return _InContext(callback, context) if len(context) else callback
 
 
 def _run_callback(callback: Callable[[Future], None], future: Future) -> None:
