@@ -12,7 +12,7 @@ import itertools
 from collections import OrderedDict
 import threading
 from contextvars import ContextVar
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import AbstractSet, Dict, Iterable, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -140,11 +140,14 @@ class ContextContainer:
     def find(self, context_id: int) -> Optional[AutogradContext]:
         return self._contexts.get(context_id)
 
-    def release(self, context_id: int) -> Optional[AutogradContext]:
+    def release(self, context_id: int, remember: bool = True) -> Optional[AutogradContext]:
+        """Forget the context here; with `remember`, its id too, so that a call still in
+        flight in it does not bring it back (`get_or_create`)."""
         with self._lock:
-            self._released[context_id] = None
-            if len(self._released) > _RELEASED_KEPT:
-                self._released.popitem(last=False)
+            if remember:
+                self._released[context_id] = None
+                if len(self._released) > _RELEASED_KEPT:
+                    self._released.popitem(last=False)
             context = self._contexts.pop(context_id, None)
             if context is not None:
                 context.released = True
@@ -159,6 +162,20 @@ class ContextContainer:
     def created_by(self, rank: int) -> List[int]:
         with self._lock:
             return [cid for cid in self._contexts if cid >> RANK_SHIFT == rank]
+
+    def unreleasable(self, lost: AbstractSet[int], me: int) -> List[int]:
+        """The contexts no release can reach here any more, now that the workers `lost`
+        are gone: those a lost worker created, and those created elsewhere whose every
+        other worker here is lost. A release comes from the creator through the workers
+        each part exchanged messages with (`release`), so from one of those."""
+        with self._lock:
+            unreleasable = []
+            for cid, context in self._contexts.items():
+                creator = cid >> RANK_SHIFT
+                others = context.workers - {me}
+                if creator in lost or (creator != me and others and others <= lost):
+                    unreleasable.append(cid)
+            return unreleasable
 
     def __len__(self) -> int:
         return len(self._contexts)

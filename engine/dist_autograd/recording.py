@@ -13,7 +13,7 @@ same order on both sides.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Collection, ContextManager, List, Optional, Tuple
+from typing import Any, Collection, ContextManager, List, Optional, Set, Tuple
 
 import actors
 from actors.rpc import RpcEnvelope, RpcHook, WorkerInfo
@@ -21,7 +21,7 @@ from actors.runtime.process.log import get_logger
 from engine.autograd.graph import gradient_edge
 from engine.tensor import Tensor
 
-from .context import AutogradContext, container
+from .context import RANK_SHIFT, AutogradContext, container
 from .exchange import send_gradients
 from .functions import RecvFunction, SendFunction
 from .lineage import lineage_of, received
@@ -164,6 +164,9 @@ def _untag(envelope: RpcEnvelope
 class DistAutogradHook(RpcHook):
     """Attaches distributed autograd to every RPC (see the module docstring)."""
 
+    def __init__(self) -> None:
+        self._lost: Set[int] = set()  # the ranks of this world's lost workers
+
     def idle(self) -> bool:
         return container.current() is None and not owed.any()
 
@@ -172,7 +175,10 @@ class DistAutogradHook(RpcHook):
 
     def request_received(self, envelope: RpcEnvelope) -> ContextManager:
         context_id, message_id, lineage = _untag(envelope)
-        context = None if context_id is None else container.get_or_create(context_id)
+        # A call from a lost worker, served late, must not bring back a context dropped
+        # for that loss (`worker_lost`): nobody would release it again.
+        context = None if context_id is None or envelope.peer.id in self._lost \
+            else container.get_or_create(context_id)
         if context is None:  # untagged, or released while this call was in flight
             return contextlib.nullcontext()
         record_recv(context, message_id, envelope.peer, envelope.payload, lineage)
@@ -197,11 +203,18 @@ class DistAutogradHook(RpcHook):
         workers of a later world may reuse their ids."""
         owed.clear()
         container.clear()
+        self._lost.clear()
 
     def worker_lost(self, worker: WorkerInfo) -> None:
-        """Drop the contexts the lost worker created: nobody will release them now."""
+        """Drop the contexts nobody will release now (`ContextContainer.unreleasable`):
+        those the lost worker created, and those whose part here exchanged messages only
+        with lost workers, e.g. the far end of a chain whose middle worker died."""
         owed.drop(worker.id)
-        for context_id in container.created_by(worker.id):
-            container.release(context_id)
+        self._lost.add(worker.id)
+        for context_id in container.unreleasable(self._lost, actors.get_worker_info().id):
+            # Dropped, not released, while its creator lives: a call from a worker not
+            # lost may bring it back, and that worker, which then knows this one, will
+            # pass on the creator's release.
+            container.release(context_id, remember=context_id >> RANK_SHIFT in self._lost)
             log.info("dist_autograd_context_dropped", context_id=context_id,
-                     creator=worker.name)
+                     lost=worker.name)

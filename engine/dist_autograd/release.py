@@ -10,7 +10,8 @@ Releasing twice is harmless: a worker that no longer has the context ignores it.
 training loop therefore sends no release messages at all: each iteration's first
 call carries the previous one's. A worker that receives a release forwards it the
 same way to the workers its part touched, except the one it heard from; a worker
-that no longer has the context stops there, which ends cycles.
+that no longer has the context stops there, which ends cycles. A worker whose every
+such path is lost drops the context itself (`DistAutogradHook.worker_lost`).
 """
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
 """Dead workers during backward, contexts of dead creators, and the DistributedOptimizer."""
+import contextvars
 import threading
 import time
 
@@ -52,6 +53,35 @@ def test_survivors_drop_the_contexts_of_a_creator_that_died():
         procs[0].kill()
         assert wait_until(
             lambda: actors.rpc_sync("worker2", workers.contexts_created_by, args=(1,)) == 0)
+
+
+@pytest.mark.slow
+def test_the_far_worker_of_a_chain_drops_the_context_once_the_middle_worker_died():
+    def contexts_on_worker2() -> int:
+        # asked from an empty context: the question must not take the context to
+        # worker2, whose only part in it is the call from worker1
+        return contextvars.Context().run(actors.rpc_sync, "worker2", workers.contexts_alive)
+
+    with rpc_world(3) as procs:
+        with dist_autograd.context() as context_id:
+            a = engine.tensor([[0.5, -1.0, 2.0]], requires_grad=True)
+            b = actors.rpc_sync("worker1", workers.tanh_then_next, args=(a, "worker2"))
+            assert contexts_on_worker2() == 1
+            procs[0].kill()
+            started = time.monotonic()
+            with pytest.raises(WorkerLostError, match="worker1"):
+                dist_autograd.backward(context_id, [b.sum()])
+            within(started, limits.CONNECTION_CLOSED, "connection closed")
+            # the release from here would go through worker1: worker2 drops the context
+            # itself once every worker it exchanged messages with in it is lost
+            assert wait_until(lambda: contexts_on_worker2() == 0,
+                              timeout=limits.CONNECTION_CLOSED + 5)
+            # and takes it again from a call made here later, whose gradient counts
+            c = actors.rpc_sync("worker2", workers.square, args=(a,))
+            dist_autograd.backward(context_id, [c.sum()], mode="smart")
+            np.testing.assert_allclose(dist_autograd.get_gradients(context_id)[a], 2 * a.data)
+        assert len(dist_autograd.container) == 0
+        assert wait_until(lambda: contexts_on_worker2() == 0)
 
 
 def _loss(params, x):
