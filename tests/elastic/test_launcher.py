@@ -107,7 +107,8 @@ def test_scale_up_when_a_second_agent_arrives(tmp_path, agents):
     common = ["--nnodes", "1:2", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "grow",
               "--rdzv-conf", FAST_CONF]
     first = launch(agents, *common, path)
-    first.wait_for_line("world 1 group 0")
+    # Its worker's last line before it waits: the restart may kill it any time after.
+    first.wait_for_line("round 0 members 1")
     second = launch(agents, *common, path)
     assert second.finish() == 0, second.output
     assert first.finish() == 0, first.output
