@@ -209,6 +209,23 @@ def test_servers_keep_their_clients_when_the_setting_changes_and_refuse_all_once
         server.stop()
 
 
+def test_a_client_that_expects_another_server_key_is_told_so(keys):
+    job, outsider = keys
+    job_setting = Security.from_dir(job)
+    set_security(job_setting)
+    server = Actor("tcp://127.0.0.1:0", name="curve-server").start()
+    try:
+        # The job's own pair, authorised, but a server.key that is not the server's
+        outsider_key = Security.from_dir(outsider).public_key
+        set_security(Security(job_setting.public_key, job_setting.secret_key,
+                              server_key=outsider_key))
+        with actors.ExposedClient(server.address, timeout=30) as calls:
+            refused = _refused_quickly(lambda: calls.call("count"))
+        assert "server key (server.key)" in str(refused)
+    finally:
+        server.stop()
+
+
 @pytest.mark.slow
 def test_the_keys_command_writes_an_authorised_pair_and_never_overwrites_it(tmp_path):
     directory = tmp_path / "keys"

@@ -41,8 +41,9 @@ RECV_BATCH = 64
 # 5-7 % faster).
 COPY_THRESHOLD = 1 << 20
 
-# A handshake the peer refused: a CURVE key it does not authorise, or a peer that
-# speaks another security mechanism.
+# A handshake the peer refused: a CURVE key it does not authorise, a server key that
+# is not the peer's (it cannot read the client's hello), or a peer that speaks another
+# security mechanism.
 HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
                     | zmq.EVENT_HANDSHAKE_FAILED_AUTH)
 # The monitor reports when the handshake with the peer is done, refused, and when the
@@ -50,7 +51,8 @@ HANDSHAKE_FAILED = (zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL | zmq.EVENT_HANDSHAKE_F
 RECONNECT_MS, RECONNECT_MAX_MS = 5, 200  # first retry of a refused connection, and the cap
 MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | HANDSHAKE_FAILED
 REFUSED = "the peer refused the handshake: it does not authorise this process's CURVE key, " \
-          "or one side uses CURVE and the other does not"
+          "the server key (server.key) this process expects is not the peer's, or one " \
+          "side uses CURVE and the other does not"
 
 
 _monitor_ids = itertools.count()
