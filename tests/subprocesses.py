@@ -17,7 +17,9 @@ def running(args: List[str], log_path: Optional[pathlib.Path] = None,
             env: Optional[Dict[str, str]] = None) -> Iterator[subprocess.Popen]:
     """``python *args`` from the repository root, output to `log_path` (logs at info).
 
-    On exit the process is killed if it still runs; every wait is bounded.
+    On exit the process is killed if it still runs; every wait is bounded. When the
+    body raises (a failed test), the log is printed, so that pytest's report of the
+    failure shows what the process said even after its temporary directory is gone.
     """
     env = {**os.environ, "ACTORGRAD_LOG_LEVEL": "info"} if env is None else env
     with contextlib.ExitStack() as stack:
@@ -27,6 +29,10 @@ def running(args: List[str], log_path: Optional[pathlib.Path] = None,
                                    stdout=out, stderr=out)
         try:
             yield process
+        except BaseException:
+            if log_path is not None:
+                print(f"--- {log_path} ---\n{log_path.read_text(errors='replace')}")
+            raise
         finally:
             if process.poll() is None:
                 process.kill()

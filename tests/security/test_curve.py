@@ -102,7 +102,7 @@ def test_an_unauthorised_peer_never_reaches_a_handler_and_the_worker_serves_on(t
 def test_rpc_between_a_driver_and_a_launched_style_worker_under_curve(tmp_path, keys):
     job, _ = keys
     port = free_port()
-    env = {**os.environ, "ACTORGRAD_CURVE_DIR": str(job)}
+    env = {**os.environ, "ACTORGRAD_CURVE_DIR": str(job), "ACTORGRAD_LOG_LEVEL": "info"}
     set_security(Security.from_dir(job))
     with running(["-m", "actors.worker", "--rank", "1", "--world-size", "2", "--master-port",
                   str(port), "--name", "helper"], tmp_path / "worker.log", env=env) as worker:
