@@ -103,6 +103,23 @@ def test_a_request_to_an_address_nothing_listens_on_fails_at_once_not_at_its_tim
         client.request(address, peers.ECHO, None, timeout=60).wait(10)
 
 
+def test_a_request_to_a_port_that_does_not_speak_zeromq_says_so_without_curve(client):
+    import socket
+
+    listener = socket.create_server(("127.0.0.1", 0))  # say, an HTTP service's port
+    answered = threading.Thread(target=lambda: listener.accept()[0].sendall(
+        b"HTTP/1.1 400 Bad Request\r\n\r\n"), daemon=True)
+    answered.start()
+    address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    started = time.monotonic()
+    try:
+        with pytest.raises(PeerLostError, match="does not speak ZeroMQ") as info:
+            client.request(address, peers.ECHO, None, timeout=60).wait(10)
+        within(started, limits.NOTHING_LISTENS, "a refused handshake")
+        assert "CURVE key" not in str(info.value)  # this process uses no CURVE
+    finally:
+        listener.close()
+
 def test_after_a_peer_is_killed_new_requests_to_it_fail_at_once(peer_process, client):
     address, process = peer_process
     lost = threading.Event()

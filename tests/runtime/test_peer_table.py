@@ -7,7 +7,7 @@ import zmq
 from actors.runtime import Future
 from actors.runtime.io.peers import (CONNECTION_LOST, NOTHING_LISTENS, Liveness, Pending,
                                      PeerTable)
-from actors.runtime.io.sockets import REFUSED
+from actors.runtime.io.sockets import REFUSED_PLAIN
 
 PEER = "tcp://127.0.0.1:5555"
 
@@ -36,7 +36,7 @@ def test_a_first_connection_that_nothing_accepts_makes_the_peer_lost():
 def test_a_refused_handshake_makes_the_peer_lost_with_the_reason():
     peers = table()
     peers.opened(PEER)
-    assert peers.observe(PEER, zmq.EVENT_HANDSHAKE_FAILED_AUTH) == REFUSED
+    assert peers.observe(PEER, zmq.EVENT_HANDSHAKE_FAILED_AUTH) == REFUSED_PLAIN
 
 
 def test_a_retry_after_a_drop_is_not_a_second_loss_and_a_new_handshake_revives_the_peer():

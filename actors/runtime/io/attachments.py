@@ -44,9 +44,9 @@ from ..concurrency.futures import Future, failed
 from ..process import at_exit
 from ..process.log import get_logger
 from .attached_sockets import RECEIVING, SEND_ONLY, MessageHandler, check_frames
-from .sockets import (HANDSHAKE_FAILED, NOBLOCK, POLLIN, RECV_BATCH, REFUSED, close_monitored,
+from .sockets import (HANDSHAKE_FAILED, NOBLOCK, POLLIN, RECV_BATCH, close_monitored,
                       close_releasing, recv_frames, recv_monitor_message,
-                      send_frames)
+                      refusal, send_frames)
 
 log = get_logger(__name__)
 
@@ -201,7 +201,7 @@ class Attachment:
             event, _, peer = recv_monitor_message(monitor)
             if event & HANDSHAKE_FAILED and self._first_refusal(peer):
                 log.warning("attached_peer_refused", actor=self.name, kind=self.kind,
-                            peer=peer, reason=REFUSED)
+                            peer=peer, reason=refusal())
 
     def _first_refusal(self, peer: str) -> bool:
         """Whether `peer`'s refused handshake is news (libzmq retries it again and again)."""

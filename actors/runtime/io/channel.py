@@ -39,8 +39,8 @@ from ..errors import ActorStoppedError, PeerLostError, RequestTimeoutError
 from ..protocol import ERROR, RESPONSE, request_flags
 from ..protocol.remote_errors import exception_from_payload
 from ..process.waits import SlowWait
-from .sockets import (EVENTS, HANDSHAKE_FAILED, POLLIN, REFUSED, close_monitored, open_dealer,
-                      recv_frames, recv_monitor_event, send_frames)
+from .sockets import (EVENTS, HANDSHAKE_FAILED, POLLIN, close_monitored, open_dealer,
+                      recv_frames, recv_monitor_event, refusal, send_frames)
 
 # How long a waiting call may go without looking at the monitor for a lost peer.
 _SLICE_MS = 50
@@ -327,7 +327,7 @@ class Channel:
                 self._connections.remove(conn)
         conn.close()
         self._local.conn = None
-        raise PeerLostError(self.address, REFUSED)
+        raise PeerLostError(self.address, refusal())
 
 
 def _close_all(connections: List[_Connection], lock: threading.Lock) -> None:

@@ -37,9 +37,9 @@ from ..process.log import get_logger
 from .peers import PeerTable
 from .router import Router
 from .router_turns import RouterTurns
-from .sockets import (EVENTS, MONITOR_EVENTS, NOBLOCK, POLLIN, RECV_BATCH, REFUSED,
+from .sockets import (EVENTS, MONITOR_EVENTS, NOBLOCK, POLLIN, RECV_BATCH,
                       close_monitored, open_dealer, recv_frames, recv_monitor_event,
-                      send_frames)
+                      refusal, send_frames)
 from ..concurrency.blocking import running_io_loop
 from ..concurrency.threads import new_thread
 from .timers import TimerHandle, Timers
@@ -224,7 +224,7 @@ class Mailbox:
         try:
             self._send_here(dealer, frames)
         except zmq.Again:  # no connection to queue on: the peer refused it
-            raise PeerLostError(address, REFUSED) from None
+            raise PeerLostError(address, refusal()) from None
         except zmq.ZMQError as exc:
             raise ActorStoppedError(f"actor {self.name} cannot send to {address}: "
                                     f"{exc}") from None

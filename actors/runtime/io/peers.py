@@ -21,7 +21,7 @@ import zmq
 from ..concurrency.deadlines import Deadlines
 from ..concurrency.futures import Future
 from ..introspection.recorder import SENT, Entry
-from .sockets import HANDSHAKE_FAILED, REFUSED
+from .sockets import HANDSHAKE_FAILED, refusal
 
 CONNECTING, UP, LOST = "connecting", "up", "lost"
 
@@ -92,7 +92,7 @@ class PeerTable:
         if event == zmq.EVENT_CONNECT_RETRIED and link == CONNECTING:
             return self._lose(peer, NOTHING_LISTENS)
         if event & HANDSHAKE_FAILED and link != LOST:
-            return self._lose(peer, REFUSED)
+            return self._lose(peer, refusal())
         return None
 
     def report_lost(self, peer: str, reason: str) -> bool:

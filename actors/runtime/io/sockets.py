@@ -20,7 +20,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import zmq
 
 from ..process.log import get_logger
-from .security import secure
+from .security import current_security, secure
 
 log = get_logger(__name__)
 
@@ -53,6 +53,15 @@ MONITOR_EVENTS = zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED | HANDSH
 REFUSED = "the peer refused the handshake: it does not authorise this process's CURVE key, " \
           "the server key (server.key) this process expects is not the peer's, or one " \
           "side uses CURVE and the other does not"
+REFUSED_PLAIN = "the peer refused the handshake: it uses CURVE, which this process does " \
+                "not, or it does not speak ZeroMQ (a port of another service)"
+
+
+def refusal() -> str:
+    """Why a peer refused the handshake, as far as this process can tell: the causes
+    that the process's security setting leaves (`REFUSED` under CURVE, else
+    `REFUSED_PLAIN`: a process without keys has no key to be refused)."""
+    return REFUSED if current_security() is not None else REFUSED_PLAIN
 
 
 _monitor_ids = itertools.count()
