@@ -36,3 +36,9 @@ def unencodable():
 def plain_python(x):
     """Not exposed: callable only with a pickled rpc_sync."""
     return x
+
+
+@actors.expose("pieces")
+def pieces(count):
+    """`count` byte strings: a reply of as many buffer frames."""
+    return [b"x"] * count

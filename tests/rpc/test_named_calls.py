@@ -11,7 +11,7 @@ import pytest
 import zmq
 
 import actors
-from actors.runtime.protocol import ERROR, JSON, RESPONSE, Kind, pack_header
+from actors.runtime.protocol import ERROR, JSON, MAX_BUFFERS, RESPONSE, Kind, pack_header
 from tests.rpc.named_worker import client, serving
 
 pytestmark = pytest.mark.timeout(120)
@@ -107,6 +107,15 @@ def test_bad_named_calls_get_an_error_reply_and_the_worker_keeps_serving(worker,
         assert message in body["message"] and body["type"] and body["traceback"]
         assert calls.call("count") == before + 1
 
+
+def test_a_message_of_more_buffer_frames_than_its_header_can_count_is_refused_clearly(worker):
+    too_many = MAX_BUFFERS + 1  # nbufs is a u16
+    with client(worker) as calls:
+        with pytest.raises(ValueError, match=f"at most {MAX_BUFFERS} buffer frames"):
+            calls.call("count", *[b"x"] * too_many)  # a request: refused before it is sent
+        with pytest.raises(ValueError, match=f"at most {MAX_BUFFERS} buffer frames"):
+            calls.call("pieces", too_many)  # a reply: an error reply in its place
+        assert len(calls.call("pieces", MAX_BUFFERS)) == MAX_BUFFERS
 
 def test_an_unknown_name_is_an_error_that_lists_what_is_exposed(worker):
     with client(worker) as calls, pytest.raises(actors.UnknownFunctionError,

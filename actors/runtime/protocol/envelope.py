@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import ProtocolError
-from . import (ERROR, JSON, ONEWAY, PROTOCOL_VERSION, RESPONSE, SAME_HOST, SHARED, Flag, Header,
-               json_codec, pack_header, serialization, unpack_header)
+from . import (ERROR, JSON, MAX_BUFFERS, ONEWAY, PROTOCOL_VERSION, RESPONSE, SAME_HOST, SHARED,
+               Flag, Header, json_codec, pack_header, serialization, unpack_header)
 from . import shared_buffers
 from .bounded import text_of
 from .remote_errors import error_payload
@@ -90,9 +90,13 @@ def encode(kind: int, req_id: int, payload: Any, flags: int = 0) -> List[Any]:
             buffers, flags = lent, flags | SHARED
     try:
         header = pack_header(kind, req_id, flags, len(buffers))
-    except Exception:  # e.g. a kind out of range: the lent blocks come back
+    except Exception as exc:  # e.g. a kind out of range: the lent blocks come back
         if lent is not None:
             shared_buffers.discard(lent)
+        if len(buffers) > MAX_BUFFERS:  # the header counts them in a u16
+            raise ValueError(
+                f"a message carries at most {MAX_BUFFERS} buffer frames (its arrays and "
+                f"bytes values), this one {len(buffers)}: send fewer, larger ones") from exc
         raise
     return [header, body, *buffers]
 
