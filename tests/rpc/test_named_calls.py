@@ -11,8 +11,10 @@ import pytest
 import zmq
 
 import actors
-from actors.runtime.protocol import ERROR, JSON, MAX_BUFFERS, RESPONSE, Kind, pack_header
+from actors.runtime.protocol import (ERROR, JSON, MAX_BUFFERS, ONEWAY, RESPONSE, Kind,
+                                     pack_header)
 from tests.rpc.named_worker import client, serving
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -116,6 +118,26 @@ def test_a_message_of_more_buffer_frames_than_its_header_can_count_is_refused_cl
         with pytest.raises(ValueError, match=f"at most {MAX_BUFFERS} buffer frames"):
             calls.call("pieces", too_many)  # a reply: an error reply in its place
         assert len(calls.call("pieces", MAX_BUFFERS)) == MAX_BUFFERS
+
+def test_a_one_way_named_call_that_fails_is_logged_and_the_worker_serves_on(tmp_path):
+    with serving(tmp_path) as (address, port):
+        log = tmp_path / f"worker-{port}.log"
+        sock = zmq.Context.instance().socket(zmq.DEALER)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.connect(address)
+            for fn in ("fails", "no such name"):
+                sock.send_multipart([pack_header(Kind.RPC_CALL_NAMED, 7, JSON | ONEWAY),
+                                     json.dumps({"fn": fn, "args": ["lost unless logged"]})
+                                     .encode()])
+            assert wait_until(lambda: "no function is exposed as 'no such name'"
+                              in log.read_text(), 10), log.read_text()
+            assert "lost unless logged" in log.read_text()
+            with client(address) as calls:
+                assert calls.call("count") >= 1
+            assert not sock.poll(200)  # one-way: no reply, not even an error
+        finally:
+            sock.close()
 
 def test_an_unknown_name_is_an_error_that_lists_what_is_exposed(worker):
     with client(worker) as calls, pytest.raises(actors.UnknownFunctionError,

@@ -73,7 +73,11 @@ class Serving:
         return self._send_reply(msg, frames)
 
     def reply_error(self, msg: Message, exc: BaseException) -> None:
-        """Answer request `msg` with an error reply describing `exc`; any thread."""
+        """Answer request `msg` with an error reply describing `exc`; any thread. A
+        one-way message gets no reply: its error is logged, the only trace it leaves."""
+        if msg.oneway:
+            log.warning("oneway_request_failed", actor=self.name, kind=kind_name(msg.kind),
+                        req_id=msg.req_id, error_type=type(exc).__name__, error=text_of(exc))
         if msg.oneway or msg.sender is None:
             return
         self._send_reply(msg, envelope.encode_error(msg.kind, msg.req_id, exc, msg.json))
