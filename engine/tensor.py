@@ -61,6 +61,13 @@ class Tensor:
         """The shape of the data, a tuple (torch's is a ``torch.Size``)."""
         return self.data.shape
 
+    def size(self, dim: Optional[int] = None) -> Union[tuple, int]:
+        """The shape, or its length along ``dim`` (negative counts from the end), as
+        torch's ``size()``."""
+        if dim is None:
+            return self.data.shape
+        return self.data.shape[dim]
+
     @property
     def dtype(self) -> np.dtype:
         """The numpy dtype of the data."""

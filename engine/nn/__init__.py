@@ -1,8 +1,8 @@
 """A small ``nn``: Module, Parameter, layers and ``functional`` (losses included)."""
 from engine.nn import functional
-from engine.nn.layers import Dropout, Linear, ReLU, Sequential, Sigmoid, Tanh
+from engine.nn.layers import Dropout, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
 from engine.nn.module import IncompatibleKeys, Module
 from engine.nn.parameter import Parameter
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential", "ReLU", "Tanh",
-           "Sigmoid", "Dropout", "functional"]
+           "Sigmoid", "Dropout", "Flatten", "functional"]

@@ -1,4 +1,4 @@
-"""Layers: Linear, Sequential, ReLU, Tanh, Sigmoid, Dropout."""
+"""Layers: Linear, Sequential, ReLU, Tanh, Sigmoid, Dropout, Flatten."""
 from __future__ import annotations
 
 import math
@@ -10,6 +10,7 @@ import numpy as np
 from engine.nn import functional as F
 from engine.nn.module import Module
 from engine.nn.parameter import Parameter
+from engine.ops.shape import flatten
 from engine.rng import generator
 from engine.tensor import Tensor
 
@@ -108,3 +109,18 @@ class Dropout(Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+class Flatten(Module):
+    """Merge the axes from ``start_dim`` to ``end_dim`` into one (by default every axis
+    but the batch's), as torch's."""
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, x: Tensor) -> Tensor:
+        return flatten(x, self.start_dim, self.end_dim)
+
+    def extra_repr(self) -> str:
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"

@@ -8,13 +8,13 @@ from engine.ops.indexing import getitem, where
 from engine.ops.linalg import linear, matmul
 from engine.ops.loss import nll_loss
 from engine.ops.pointwise import abs, clip, exp, log, relu, sigmoid, sqrt, tanh
-from engine.ops.reduction import log_softmax, max, mean, min, softmax, sum
-from engine.ops.shape import concatenate, reshape, stack, transpose
+from engine.ops.reduction import argmax, argmin, log_softmax, max, mean, min, softmax, sum
+from engine.ops.shape import concatenate, flatten, reshape, stack, transpose
 
 __all__ = [
     "Op", "OpNode", "unbroadcast",
     "add", "sub", "mul", "div", "neg", "pow", "matmul", "linear",
     "exp", "log", "sqrt", "abs", "relu", "tanh", "sigmoid", "clip",
-    "sum", "mean", "max", "min", "softmax", "log_softmax",
-    "reshape", "transpose", "concatenate", "stack", "getitem", "where", "nll_loss",
+    "sum", "mean", "max", "min", "argmax", "argmin", "softmax", "log_softmax",
+    "reshape", "flatten", "transpose", "concatenate", "stack", "getitem", "where", "nll_loss",
 ]

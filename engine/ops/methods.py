@@ -75,6 +75,17 @@ def _reshape(self: Tensor, *dims: Any) -> Tensor:
     return shape.reshape(self, _flatten_shape(dims))
 
 
+def _view(self: Tensor, *dims: Any) -> Tensor:
+    """torch's ``view``: ``reshape`` here (a copy where numpy must copy, never an error
+    for a non-contiguous tensor)."""
+    return shape.reshape(self, _flatten_shape(dims))
+
+
+def _view_as(self: Tensor, other: Tensor) -> Tensor:
+    """Same data in ``other``'s shape."""
+    return shape.reshape(self, other.shape)
+
+
 def _transpose(self: Tensor, *axes: Any) -> Tensor:
     """Permute axes as ``ndarray.transpose`` (reverse them when none are given)."""
     return shape.transpose(self, _flatten_shape(axes) if axes else None)
@@ -119,7 +130,9 @@ METHODS = {
     "sum": reduction.sum, "mean": reduction.mean, "max": reduction.max,
     "min": reduction.min, "softmax": reduction.softmax,
     "log_softmax": reduction.log_softmax,
-    "reshape": _reshape, "transpose": _transpose,
+    "argmax": reduction.argmax, "argmin": reduction.argmin,
+    "reshape": _reshape, "view": _view, "view_as": _view_as, "flatten": shape.flatten,
+    "transpose": _transpose,
 }
 
 

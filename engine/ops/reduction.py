@@ -1,4 +1,5 @@
-"""Reductions along axes: sum, mean, max, min, softmax, log_softmax.
+"""Reductions along axes: sum, mean, max, min, softmax, log_softmax, and the indices
+argmax and argmin (not differentiable).
 
 ``axis`` is None (all axes), an int or a tuple of ints, as in numpy.  ``max`` and
 ``min`` split the gradient evenly between tied extremes (torch's ``amax`` rule).
@@ -10,7 +11,7 @@ from typing import Optional, Tuple, Union
 import numpy as np
 
 from engine.broadcasting import expand_to, reduced_shape
-from engine.ops.core import Op, unary
+from engine.ops.core import Op, as_array, unary
 from engine.tensor import Tensor, TensorLike
 
 Axis = Optional[Union[int, Tuple[int, ...]]]
@@ -117,3 +118,17 @@ def softmax(x: TensorLike, axis: int = -1) -> Tensor:
 def log_softmax(x: TensorLike, axis: int = -1) -> Tensor:
     """``log(softmax(x))`` along ``axis``, computed stably."""
     return unary(LogSoftmax, x, axis)
+
+
+def argmax(x: TensorLike, axis: Optional[int] = None, keepdims: bool = False) -> Tensor:
+    """Index of the largest value along ``axis`` (of the flattened tensor by default), an
+    int64 tensor outside any graph; the first of tied values, and NaN counts as largest,
+    as in torch."""
+    return Tensor(np.argmax(as_array(x), axis=axis, keepdims=keepdims).astype(np.int64))
+
+
+def argmin(x: TensorLike, axis: Optional[int] = None, keepdims: bool = False) -> Tensor:
+    """Index of the smallest value along ``axis`` (of the flattened tensor by default), an
+    int64 tensor outside any graph; the first of tied values, and NaN counts as smallest,
+    as in torch."""
+    return Tensor(np.argmin(as_array(x), axis=axis, keepdims=keepdims).astype(np.int64))

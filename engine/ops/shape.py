@@ -1,11 +1,11 @@
-"""Shape changes: reshape, transpose, concatenate, stack."""
+"""Shape changes: reshape, flatten, transpose, concatenate, stack."""
 from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
-from engine.ops.core import Op, nary, unary
+from engine.ops.core import Op, as_array, nary, unary
 from engine.tensor import Tensor, TensorLike
 
 
@@ -57,6 +57,26 @@ class Stack(Op):
 def reshape(x: TensorLike, shape: Tuple[int, ...]) -> Tensor:
     """Same data in a new shape (one axis may be -1), as ``ndarray.reshape``."""
     return unary(Reshape, x, (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape))
+
+
+def flatten(x: TensorLike, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    """Merge the axes from ``start_dim`` to ``end_dim`` (both included) into one, as
+    ``torch.flatten``; a 0-d tensor becomes shape (1,)."""
+    shape = np.shape(as_array(x))
+    if not shape:
+        return reshape(x, (1,))
+    start, end = (_axis(d, len(shape), "flatten") for d in (start_dim, end_dim))
+    if start > end:
+        raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+    merged = int(np.prod(shape[start:end + 1]))  # not -1: ambiguous for an empty tensor
+    return reshape(x, shape[:start] + (merged,) + shape[end + 1:])
+
+
+def _axis(dim: int, ndim: int, name: str) -> int:
+    """``dim`` counted from the front, IndexError outside ``[-ndim, ndim)`` as torch's."""
+    if not -ndim <= dim < ndim:
+        raise IndexError(f"{name}: dimension {dim} is out of range for {ndim} dimensions")
+    return dim % ndim
 
 
 def transpose(x: TensorLike, axes: Optional[Sequence[int]] = None) -> Tensor:

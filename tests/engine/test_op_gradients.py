@@ -68,6 +68,8 @@ CASES = [
     ("softmax_axis0", lambda a: engine.softmax(a, axis=0), [(3, 4)], False),
     ("log_softmax", engine.log_softmax, [(3, 4)], False),
     ("reshape", lambda a: a.reshape(4, -1) * 1.0, [(2, 3, 2)], False),
+    ("view", lambda a: a.view(a.size(0), -1) * 1.0, [(2, 3, 2)], False),
+    ("flatten", lambda a: engine.flatten(a, 1) * 1.0, [(2, 3, 2)], False),
     ("transpose_reverses_axes", engine.transpose, [(2, 3, 4)], False),
     ("transpose_axes", lambda a: a.transpose(1, 2, 0), [(2, 3, 4)], False),
     ("transpose_negative_axes", lambda a: a.transpose(-1, 0, 1), [(2, 3, 4)], False),

@@ -1,0 +1,90 @@
+"""The tensor names a torch training loop uses: view, size, flatten, argmax, argmin,
+each against torch where it is installed (against its numbers written here otherwise)."""
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import engine
+from engine import nn
+
+pytestmark = pytest.mark.timeout(60)
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+VALUES = np.array([[1.0, 3.0, 3.0], [np.nan, 0.0, 5.0], [2.0, -1.0, -1.0]], dtype=np.float32)
+
+
+def test_size_is_the_shape_or_one_length():
+    x = engine.zeros(2, 3, 4)
+    assert x.size() == (2, 3, 4) and x.size(0) == 2 and x.size(-1) == 4
+    with pytest.raises(IndexError):
+        x.size(3)
+
+
+def test_view_and_view_as_reshape_and_carry_the_gradient(rng):
+    x = engine.tensor(rng.standard_normal((2, 3, 4)), requires_grad=True)
+    assert x.view(2, -1).shape == (2, 12) and x.view((4, 6)).shape == (4, 6)
+    assert x.view_as(engine.zeros(6, 4)).shape == (6, 4)
+    assert engine.gradcheck(lambda a: a.view(a.size(0), -1) * 2.0, [x])
+
+
+@pytest.mark.parametrize("shape, start, end, expected", [
+    ((2, 3, 4), 0, -1, (24,)),
+    ((2, 3, 4), 1, -1, (2, 12)),
+    ((2, 3, 4, 5), 1, 2, (2, 12, 5)),
+    ((2, 3), -1, -1, (2, 3)),
+    ((0, 3, 4), 1, -1, (0, 12)),  # -1 could not say it for an empty tensor
+    ((), 0, -1, (1,)),
+])
+def test_flatten_gives_torchs_shapes(shape, start, end, expected):
+    x = engine.zeros(shape)
+    assert engine.flatten(x, start, end).shape == expected
+    assert x.flatten(start, end).shape == expected
+    if HAS_TORCH:
+        import torch
+        assert tuple(torch.zeros(shape).flatten(start, end).shape) == expected
+
+
+def test_flatten_refuses_axes_out_of_range_or_in_the_wrong_order():
+    with pytest.raises(IndexError, match="out of range"):
+        engine.zeros(2, 3).flatten(2)
+    with pytest.raises(ValueError, match="comes after"):
+        engine.zeros(2, 3, 4).flatten(2, 1)
+
+
+def test_the_flatten_layer_keeps_the_batch_axis(rng):
+    layer = nn.Flatten()
+    x = engine.tensor(rng.standard_normal((4, 1, 2, 3)), requires_grad=True)
+    assert layer(x).shape == (4, 6) and repr(layer) == "Flatten(start_dim=1, end_dim=-1)"
+    assert engine.gradcheck(lambda a: layer(a) * 3.0, [x])
+
+
+@pytest.mark.parametrize("name", ["argmax", "argmin"])
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, False), (1, False), (1, True),
+                                            (-1, True)])
+def test_argmax_and_argmin_give_torchs_indices(name, axis, keepdims):
+    # torch 2.13: the first of tied values, NaN counted as the extreme
+    expected = {("argmax", None): 3, ("argmin", None): 3,
+                ("argmax", 0): [1, 0, 1], ("argmin", 0): [1, 2, 2],
+                ("argmax", 1): [1, 0, 0], ("argmin", 1): [0, 0, 1]}[name, axis and axis % 2]
+    x = engine.tensor(VALUES, requires_grad=True)
+    outs = getattr(engine, name)(x, axis, keepdims), getattr(x, name)(axis, keepdims=keepdims)
+    for out in outs:
+        assert out.dtype == np.int64 and not out.requires_grad and out.grad_fn is None
+        want = np.asarray(expected)
+        if keepdims:
+            want = np.expand_dims(want, axis)
+        np.testing.assert_array_equal(out.data, want)
+    if HAS_TORCH:
+        import torch
+        kwargs = {} if axis is None else dict(dim=axis, keepdim=keepdims)
+        np.testing.assert_array_equal(getattr(torch.tensor(VALUES), name)(**kwargs).numpy(),
+                                      getattr(x, name)(axis, keepdims=keepdims).data)
+
+
+def test_accuracy_as_a_torch_loop_counts_it():
+    logits = engine.tensor(VALUES[[0, 2]])
+    target = engine.tensor([1, 0])
+    correct = (logits.argmax(1) == target).sum().item()
+    assert correct == 2
