@@ -1,8 +1,10 @@
-"""A small ``nn``: Module, Parameter, layers and ``functional`` (losses included)."""
+"""A small ``nn``: Module, Parameter, layers, loss modules and ``functional``."""
 from engine.nn import functional
 from engine.nn.layers import Dropout, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
+from engine.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from engine.nn.module import IncompatibleKeys, Module
 from engine.nn.parameter import Parameter
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential", "ReLU", "Tanh",
-           "Sigmoid", "Dropout", "Flatten", "functional"]
+           "Sigmoid", "Dropout", "Flatten",
+           "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "functional"]

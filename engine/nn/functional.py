@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.ops import linear, log_softmax, mean, nll_loss, relu, sigmoid, softmax, sum, tanh
+from engine.ops import abs, linear, log_softmax, mean, nll_loss, relu, sigmoid, softmax, sum, tanh
 from engine.ops.core import as_array
-from engine.ops.loss import REDUCTIONS
+from engine.ops.loss import REDUCTIONS, binary_cross_entropy_with_logits_elementwise
 from engine.rng import generator
 from engine.tensor import Tensor, TensorLike
 
 __all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout",
-           "mse_loss", "nll_loss", "cross_entropy"]
+           "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
 
 
 def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
@@ -34,15 +34,27 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
 
 
-def mse_loss(input: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:  # noqa: A002
-    """Squared error ``(input - target) ** 2``, averaged (or summed) over all elements."""
+def _difference(input: TensorLike, target: TensorLike, name: str) -> Tensor:  # noqa: A002
+    """``input - target`` of two tensors of one shape (ValueError otherwise: broadcasting
+    would silently compare the wrong elements)."""
     if np.shape(as_array(input)) != np.shape(as_array(target)):
         raise ValueError(
-            f"mse_loss input {np.shape(as_array(input))} and target "
+            f"{name} input {np.shape(as_array(input))} and target "
             f"{np.shape(as_array(target))} must have the same shape"
         )
-    diff = input - target if isinstance(input, Tensor) else Tensor(np.asarray(input)) - target
+    return input - target if isinstance(input, Tensor) else Tensor(np.asarray(input)) - target
+
+
+def mse_loss(input: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """Squared error ``(input - target) ** 2``, averaged (or summed) over all elements."""
+    diff = _difference(input, target, "mse_loss")
     return _reduce(diff * diff, reduction)
+
+
+def l1_loss(input: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """Absolute error ``|input - target|``, averaged (or summed) over all elements; its
+    gradient is 0 where they are equal, as torch's."""
+    return _reduce(abs(_difference(input, target, "l1_loss")), reduction)
 
 
 def cross_entropy(logits: TensorLike, target: TensorLike, reduction: str = "mean") -> Tensor:
@@ -54,3 +66,13 @@ def cross_entropy(logits: TensorLike, target: TensorLike, reduction: str = "mean
     if ndim not in (1, 2):
         raise ValueError(f"cross_entropy takes logits of shape (N, C) or (C,), not {ndim}-D")
     return nll_loss(log_softmax(logits, axis=-1), target, reduction)
+
+
+def binary_cross_entropy_with_logits(logits: TensorLike, target: TensorLike,
+                                     reduction: str = "mean") -> Tensor:
+    """Binary cross entropy of probabilities ``target`` given ``logits`` (the same shape),
+    computed from the logits without overflow, as torch's; no ``weight`` or
+    ``pos_weight``."""
+    if reduction not in REDUCTIONS:  # before the op runs, as the other losses
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
+    return _reduce(binary_cross_entropy_with_logits_elementwise(logits, target), reduction)

@@ -1,9 +1,10 @@
-"""Loss primitives that are one op rather than a composition: nll_loss."""
+"""Loss primitives that are one op rather than a composition: nll_loss, and the
+elementwise binary cross entropy with logits."""
 from __future__ import annotations
 
 import numpy as np
 
-from engine.ops.core import Op, as_array, unary
+from engine.ops.core import Op, as_array, binary, unary
 from engine.ops.shape import reshape
 from engine.tensor import Tensor, TensorLike
 
@@ -28,6 +29,22 @@ class NLLLoss(Op):
         out = np.zeros(shape, dtype=grad.dtype)
         out[rows, target] = grad * -_weight(len(rows), reduction)
         return (out,)
+
+
+class BCEWithLogits(Op):
+    @staticmethod
+    def forward(logits, target):
+        # max(x, 0) - x * y + log(1 + exp(-|x|)): log(1 + exp(-x)) + (1 - y) * x without
+        # overflow for large |x|
+        out = np.maximum(logits, 0) - logits * target + np.log1p(np.exp(-np.abs(logits)))
+        return out, (logits, target)
+
+    @staticmethod
+    def backward(saved, grad, needs):
+        logits, target = saved
+        probability = 0.5 * (np.tanh(0.5 * logits) + 1)  # sigmoid without overflow warnings
+        return (grad * (probability - target) if needs[0] else None,
+                grad * -logits if needs[1] else None)
 
 
 def _weight(count: int, reduction: str) -> float:
@@ -83,3 +100,14 @@ def nll_loss(log_probs: TensorLike, target: TensorLike, reduction: str = "mean")
         return reshape(loss, ()) if reduction == "none" else loss
     return unary(NLLLoss, log_probs, target, reduction)
 
+
+
+def binary_cross_entropy_with_logits_elementwise(logits: TensorLike, target: TensorLike
+                                                 ) -> Tensor:
+    """``-(y * log(sigmoid(x)) + (1 - y) * log(1 - sigmoid(x)))`` for each element, computed
+    from the logits ``x`` without overflow; ``logits`` and ``target`` have one shape."""
+    if np.shape(as_array(logits)) != np.shape(as_array(target)):
+        raise ValueError(f"binary_cross_entropy_with_logits: target size "
+                         f"{np.shape(as_array(target))} must be the same as input size "
+                         f"{np.shape(as_array(logits))}")
+    return binary(BCEWithLogits, logits, target)

@@ -90,6 +90,10 @@ CASES = [
     ("cross_entropy", lambda a: F.cross_entropy(a, TARGET), [(3, 5)], False),
     ("cross_entropy_one_sample", lambda a: F.cross_entropy(a, 3), [(5,)], False),
     ("mse_loss", lambda a, b: F.mse_loss(a, b), [(3, 2), (3, 2)], False),
+    ("l1_loss", lambda a, b: F.l1_loss(a, b, reduction="sum"), [(3, 2), (3, 2)], False),
+    ("bce_with_logits", F.binary_cross_entropy_with_logits, [(3, 2), (3, 2)], True),
+    ("bce_with_logits_none", lambda a, b: F.binary_cross_entropy_with_logits(
+        a * 4.0 - 6.0, b, reduction="none"), [(3, 2), (3, 2)], True),
 ]
 
 
