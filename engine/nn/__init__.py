@@ -1,10 +1,11 @@
 """A small ``nn``: Module, Parameter, layers, loss modules and ``functional``."""
 from engine.nn import functional
+from engine.nn.containers import ModuleDict, ModuleList
 from engine.nn.layers import Dropout, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
 from engine.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
 from engine.nn.module import IncompatibleKeys, Module
 from engine.nn.parameter import Parameter
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential", "ReLU", "Tanh",
-           "Sigmoid", "Dropout", "Flatten",
+           "Sigmoid", "Dropout", "Flatten", "ModuleList", "ModuleDict",
            "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "functional"]
