@@ -35,6 +35,7 @@ GROUPS = [
     "engine.nn.functional",
     "engine.nn.parallel",
     "engine.optim",
+    "engine.optim.lr_scheduler",
     "engine.dist_autograd",
     "engine.ft",
 ]

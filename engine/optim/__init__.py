@@ -1,14 +1,17 @@
-"""Optimizers: SGD, Adam, AdamW on a shared ``Optimizer`` base.
+"""Optimizers: SGD, Adam, AdamW on a shared ``Optimizer`` base; learning-rate schedulers
+in ``engine.optim.lr_scheduler``.
 
 ``DistributedOptimizer`` (in ``engine.optim.distributed``, which imports the RPC
 layer) is loaded only when asked for, so ``import engine`` stays free of ``actors``.
 """
 from typing import Any, List
 
+from engine.optim import lr_scheduler  # noqa: F401 - engine.optim.lr_scheduler, as torch
 from engine.optim.adam import Adam, AdamW
 from engine.optim.optimizer import Optimizer, read_gradient
 from engine.optim.sgd import SGD
 
+# lr_scheduler, a submodule with its own reference page, is imported but not re-exported
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "read_gradient", "DistributedOptimizer"]
 
 
