@@ -1,5 +1,6 @@
-"""A small ``nn``: Module, Parameter, layers, loss modules and ``functional``."""
-from engine.nn import functional
+"""A small ``nn``: Module, Parameter, layers, loss modules, ``functional`` and ``utils``
+(gradient clipping)."""
+from engine.nn import functional, utils
 from engine.nn.containers import ModuleDict, ModuleList
 from engine.nn.layers import Dropout, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
 from engine.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
@@ -8,4 +9,5 @@ from engine.nn.parameter import Parameter
 
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential", "ReLU", "Tanh",
            "Sigmoid", "Dropout", "Flatten", "ModuleList", "ModuleDict",
-           "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "functional"]
+           "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "functional",
+           "utils"]
