@@ -1,5 +1,5 @@
-"""Optimizers: SGD, Adam, AdamW on a shared ``Optimizer`` base; learning-rate schedulers
-in ``engine.optim.lr_scheduler``.
+"""Optimizers: SGD, Adam, AdamW, RMSprop, Adagrad on a shared ``Optimizer`` base;
+learning-rate schedulers in ``engine.optim.lr_scheduler``.
 
 ``DistributedOptimizer`` (in ``engine.optim.distributed``, which imports the RPC
 layer) is loaded only when asked for, so ``import engine`` stays free of ``actors``.
@@ -7,12 +7,15 @@ layer) is loaded only when asked for, so ``import engine`` stays free of ``actor
 from typing import Any, List
 
 from engine.optim import lr_scheduler  # noqa: F401 - engine.optim.lr_scheduler, as torch
+from engine.optim.adagrad import Adagrad
 from engine.optim.adam import Adam, AdamW
 from engine.optim.optimizer import Optimizer, read_gradient
+from engine.optim.rmsprop import RMSprop
 from engine.optim.sgd import SGD
 
 # lr_scheduler, a submodule with its own reference page, is imported but not re-exported
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "read_gradient", "DistributedOptimizer"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "read_gradient",
+           "DistributedOptimizer"]
 
 
 def __getattr__(name: str) -> Any:
