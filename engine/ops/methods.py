@@ -86,6 +86,15 @@ def _view_as(self: Tensor, other: Tensor) -> Tensor:
     return shape.reshape(self, other.shape)
 
 
+def _converter(dtype: Any, name: str) -> Callable[[Tensor], Tensor]:
+    def method(self: Tensor) -> Tensor:
+        return pointwise.cast(self, dtype)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"The values as {np.dtype(dtype).name} (``cast``), as torch's ``{name}()``."
+    return method
+
+
 def _transpose(self: Tensor, *axes: Any) -> Tensor:
     """Permute axes as ``ndarray.transpose`` (reverse them when none are given)."""
     return shape.transpose(self, _flatten_shape(axes) if axes else None)
@@ -120,13 +129,21 @@ OPERATORS = {
     "__iter__": _iterate,
 }
 
+COMPARISONS = {name: _comparison(compare, name, symbol) for name, compare, symbol in [
+    ("eq", operator.eq, "=="), ("ne", operator.ne, "!="), ("lt", operator.lt, "<"),
+    ("le", operator.le, "<="), ("gt", operator.gt, ">"), ("ge", operator.ge, ">=")]}
+
+CONVERSIONS = {name: _converter(dtype, name) for name, dtype in [
+    ("float", np.float32), ("double", np.float64), ("long", np.int64), ("int", np.int32),
+    ("bool", np.bool_)]}
+
 METHODS = {
     "add": arithmetic.add, "sub": arithmetic.sub, "mul": arithmetic.mul,
     "div": arithmetic.div, "pow": arithmetic.pow, "neg": arithmetic.neg,
     "matmul": linalg.matmul,
     "exp": pointwise.exp, "log": pointwise.log, "sqrt": pointwise.sqrt,
     "abs": pointwise.abs, "relu": pointwise.relu, "tanh": pointwise.tanh,
-    "sigmoid": pointwise.sigmoid, "clip": pointwise.clip,
+    "sigmoid": pointwise.sigmoid, "clip": pointwise.clip, "cast": pointwise.cast,
     "sum": reduction.sum, "mean": reduction.mean, "max": reduction.max,
     "min": reduction.min, "softmax": reduction.softmax,
     "log_softmax": reduction.log_softmax,
@@ -137,8 +154,8 @@ METHODS = {
 
 
 def bind() -> None:
-    """Attach OPERATORS and METHODS to Tensor (idempotent)."""
-    for name, fn in {**OPERATORS, **METHODS}.items():
+    """Attach the operators, methods, comparisons and conversions to Tensor (idempotent)."""
+    for name, fn in {**OPERATORS, **METHODS, **COMPARISONS, **CONVERSIONS}.items():
         setattr(Tensor, name, fn)
     Tensor.T = property(shape.transpose, doc="All axes reversed, as ``ndarray.T``.")
     Tensor.__hash__ = object.__hash__  # elementwise __eq__ must not drop identity hashing

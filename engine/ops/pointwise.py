@@ -1,7 +1,8 @@
-"""One-input elementwise functions: exp, log, sqrt, abs, relu, tanh, sigmoid, clip."""
+"""One-input elementwise functions: exp, log, sqrt, abs, relu, tanh, sigmoid, clip, and
+the dtype conversion cast."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
@@ -111,6 +112,16 @@ class Clip(Op):
                      for need, takes, array in zip(needs, (takes_x, takes_low, takes_high), saved))
 
 
+class Cast(Op):
+    @staticmethod
+    def forward(x, dtype):
+        return x.astype(dtype), x.dtype
+
+    @staticmethod
+    def backward(dtype, grad, needs):
+        return (grad.astype(dtype),)
+
+
 def exp(x: TensorLike) -> Tensor:
     """``e ** x`` elementwise."""
     return unary(Exp, x)
@@ -156,3 +167,13 @@ def clip(x: TensorLike, min: Optional[TensorLike] = None,  # noqa: A002 - torch/
     if min is None and max is None:
         raise ValueError("clip needs at least one of min and max")
     return nary(Clip, [x, min, max])
+
+
+def cast(x: TensorLike, dtype: Any) -> Tensor:
+    """The values converted to ``dtype`` (``x.float()``, ``x.long()`` and the like, torch's
+    ``x.to(dtype)``). The gradient flows back converted to ``x``'s dtype; a conversion
+    to an integer or bool dtype is outside any graph, as torch's."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "fc":
+        return Tensor(np.asarray(x.data if isinstance(x, Tensor) else x).astype(dtype))
+    return unary(Cast, x, dtype)

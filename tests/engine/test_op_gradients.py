@@ -60,6 +60,7 @@ CASES = [
     ("relu", engine.relu, [(3, 4)], False),
     ("tanh", engine.tanh, [(3, 4)], False),
     ("sigmoid", engine.sigmoid, [(3, 4)], False),
+    ("cast", lambda a: engine.cast(a, np.float64) * a, [(3, 4)], False),
     ("clip_both_bounds", lambda a: engine.clip(a, -0.5, 0.5), [(3, 4)], False),
     ("clip_min_only", lambda a: a.clip(min=0.1), [(3, 4)], False),
     ("clip_tensor_bounds_broadcast", engine.clip, [(3, 4), (4,), (3, 1)], False),

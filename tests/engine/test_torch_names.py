@@ -3,6 +3,7 @@ each against torch where it is installed (against its numbers written here other
 from __future__ import annotations
 
 import importlib.util
+import operator
 
 import numpy as np
 import pytest
@@ -88,3 +89,37 @@ def test_accuracy_as_a_torch_loop_counts_it():
     target = engine.tensor([1, 0])
     correct = (logits.argmax(1) == target).sum().item()
     assert correct == 2
+
+
+@pytest.mark.parametrize("name, dtype", [("float", np.float32), ("double", np.float64),
+                                         ("long", np.int64), ("int", np.int32),
+                                         ("bool", np.bool_)])
+def test_dtype_conversions_give_torchs_values(name, dtype):
+    values = np.array([1.5, -1.5, 0.0, 2.7], dtype=np.float64)
+    out = getattr(engine.tensor(values, requires_grad=True), name)()
+    assert out.dtype == dtype
+    # torch 2.13: truncation toward zero, 0 alone is False
+    expected = {"long": [1, -1, 0, 2], "int": [1, -1, 0, 2],
+                "bool": [True, True, False, True]}.get(name, values)
+    np.testing.assert_array_equal(out.data, np.asarray(expected, dtype=dtype))
+    assert out.requires_grad == (name in ("float", "double"))
+    if HAS_TORCH:
+        import torch
+        np.testing.assert_array_equal(getattr(torch.tensor(values), name)().numpy(), out.data)
+
+
+def test_a_conversion_passes_the_gradient_back_in_the_inputs_dtype(rng):
+    x = engine.tensor(rng.standard_normal(3), requires_grad=True)
+    (x.float() * 2.0).sum().backward()
+    assert x.grad.dtype == np.float64 and x.grad.tolist() == [2.0, 2.0, 2.0]
+    assert engine.gradcheck(lambda a: engine.cast(a * a, np.float64), [x.detach()
+                                                                       .requires_grad_()])
+
+
+def test_comparison_methods_are_the_operators():
+    x, y = engine.tensor([1, 2, 3]), engine.tensor([1, 3, 2])
+    for name in ["eq", "ne", "lt", "le", "gt", "ge"]:
+        compare = getattr(operator, name)
+        np.testing.assert_array_equal(getattr(x, name)(y).data, compare(x, y).data)
+    pred = engine.tensor([[2], [0]])
+    assert pred.eq(engine.tensor([2, 1]).view_as(pred)).sum().item() == 1  # torch's MNIST line
