@@ -33,6 +33,7 @@ GROUPS = [
     "engine.ops",
     "engine.nn",
     "engine.nn.functional",
+    "engine.nn.init",
     "engine.nn.utils",
     "engine.nn.parallel",
     "engine.optim",

@@ -1,6 +1,6 @@
-"""A small ``nn``: Module, Parameter, layers, loss modules, ``functional`` and ``utils``
-(gradient clipping)."""
-from engine.nn import functional, utils
+"""A small ``nn``: Module, Parameter, layers, loss modules, ``functional``, ``init``
+(initialisation) and ``utils`` (gradient clipping)."""
+from engine.nn import functional, init, utils
 from engine.nn.containers import ModuleDict, ModuleList
 from engine.nn.layers import Dropout, Flatten, Linear, ReLU, Sequential, Sigmoid, Tanh
 from engine.nn.loss import BCEWithLogitsLoss, CrossEntropyLoss, L1Loss, MSELoss, NLLLoss
@@ -10,4 +10,4 @@ from engine.nn.parameter import Parameter
 __all__ = ["Module", "Parameter", "IncompatibleKeys", "Linear", "Sequential", "ReLU", "Tanh",
            "Sigmoid", "Dropout", "Flatten", "ModuleList", "ModuleDict",
            "MSELoss", "L1Loss", "NLLLoss", "CrossEntropyLoss", "BCEWithLogitsLoss", "functional",
-           "utils"]
+           "init", "utils"]

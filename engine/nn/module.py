@@ -11,7 +11,7 @@ arrays in place, so optimizers holding the parameters keep working.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 import numpy as np
 
@@ -133,6 +133,14 @@ class Module:
         too)."""
         for _, param in self.named_parameters(recurse=recurse):
             yield param
+
+    def apply(self, fn: Callable[["Module"], Any]) -> "Module":
+        """Call ``fn`` on every descendant, children before their parent, then on this
+        module (torch's order, for initialising weights); returns the module."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
 
     # -- modes and gradients --------------------------------------------------------
     def train(self, mode: bool = True) -> "Module":
