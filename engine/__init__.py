@@ -62,11 +62,13 @@ from engine.ops import (
     sigmoid,
     softmax,
     sqrt,
+    squeeze,
     stack,
     sub,
     sum,
     tanh,
     transpose,
+    unsqueeze,
     where,
 )
 from engine.rng import manual_seed
@@ -86,7 +88,8 @@ __all__ = [
     "add", "sub", "mul", "div", "neg", "pow", "matmul", "linear",
     "exp", "log", "sqrt", "abs", "relu", "tanh", "sigmoid", "clip", "cast",
     "sum", "mean", "max", "min", "argmax", "argmin", "softmax", "log_softmax",
-    "reshape", "flatten", "transpose", "concatenate", "stack", "getitem", "where", "nll_loss",
+    "reshape", "flatten", "squeeze", "unsqueeze", "transpose", "concatenate", "stack",
+    "getitem", "where", "nll_loss",
     "backward", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
     "Function", "FunctionCtx", "gradcheck",
     "AutogradError", "GraphFreedError", "GradientShapeError", "GradcheckError",

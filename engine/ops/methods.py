@@ -75,6 +75,11 @@ def _reshape(self: Tensor, *dims: Any) -> Tensor:
     return shape.reshape(self, _flatten_shape(dims))
 
 
+def _permute(self: Tensor, *dims: Any) -> Tensor:
+    """torch's ``permute``: the axes in the given order (``transpose(axes)`` here)."""
+    return shape.transpose(self, _flatten_shape(dims))
+
+
 def _view(self: Tensor, *dims: Any) -> Tensor:
     """torch's ``view``: ``reshape`` here (a copy where numpy must copy, never an error
     for a non-contiguous tensor)."""
@@ -149,6 +154,7 @@ METHODS = {
     "log_softmax": reduction.log_softmax,
     "argmax": reduction.argmax, "argmin": reduction.argmin,
     "reshape": _reshape, "view": _view, "view_as": _view_as, "flatten": shape.flatten,
+    "squeeze": shape.squeeze, "unsqueeze": shape.unsqueeze, "permute": _permute,
     "transpose": _transpose,
 }
 

@@ -1,7 +1,7 @@
-"""Shape changes: reshape, flatten, transpose, concatenate, stack."""
+"""Shape changes: reshape, flatten, squeeze, unsqueeze, transpose, concatenate, stack."""
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -70,6 +70,25 @@ def flatten(x: TensorLike, start_dim: int = 0, end_dim: int = -1) -> Tensor:
         raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
     merged = int(np.prod(shape[start:end + 1]))  # not -1: ambiguous for an empty tensor
     return reshape(x, shape[:start] + (merged,) + shape[end + 1:])
+
+
+def squeeze(x: TensorLike, dim: Optional[Union[int, Tuple[int, ...]]] = None) -> Tensor:
+    """Drop the axes of length 1 (only those among ``dim`` when given; an axis of another
+    length there stays, as torch's)."""
+    shape = np.shape(as_array(x))
+    if dim is None:
+        dims = set(range(len(shape)))
+    else:
+        dims = {_axis(d, max(len(shape), 1), "squeeze")
+                for d in ((dim,) if isinstance(dim, (int, np.integer)) else dim)}
+    return reshape(x, tuple(n for i, n in enumerate(shape) if n != 1 or i not in dims))
+
+
+def unsqueeze(x: TensorLike, dim: int) -> Tensor:
+    """Insert an axis of length 1 at position ``dim`` (in ``[-ndim - 1, ndim]``)."""
+    shape = np.shape(as_array(x))
+    position = _axis(dim, len(shape) + 1, "unsqueeze")
+    return reshape(x, shape[:position] + (1,) + shape[position:])
 
 
 def _axis(dim: int, ndim: int, name: str) -> int:

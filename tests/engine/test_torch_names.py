@@ -1,5 +1,6 @@
-"""The tensor names a torch training loop uses: view, size, flatten, argmax, argmin,
-each against torch where it is installed (against its numbers written here otherwise)."""
+"""The tensor names a torch training loop uses: view, size, flatten, squeeze, unsqueeze,
+permute, argmax, argmin, comparisons and dtype conversions, each against torch where it
+is installed (against its numbers written here otherwise)."""
 from __future__ import annotations
 
 import importlib.util
@@ -123,3 +124,39 @@ def test_comparison_methods_are_the_operators():
         np.testing.assert_array_equal(getattr(x, name)(y).data, compare(x, y).data)
     pred = engine.tensor([[2], [0]])
     assert pred.eq(engine.tensor([2, 1]).view_as(pred)).sum().item() == 1  # torch's MNIST line
+
+
+@pytest.mark.parametrize("shape, dim, expected", [
+    ((2, 1, 3, 1), None, (2, 3)), ((2, 1, 3, 1), 1, (2, 3, 1)), ((2, 1, 3, 1), 0, (2, 1, 3, 1)),
+    ((2, 1, 3, 1), (1, -1), (2, 3)), ((1,), None, ()), ((), 0, ()), ((1,), 0, ()),
+])
+def test_squeeze_gives_torchs_shapes(shape, dim, expected):
+    x = engine.zeros(shape)
+    out = x.squeeze() if dim is None else x.squeeze(dim)
+    assert out.shape == expected and engine.squeeze(x, dim).shape == expected
+    if HAS_TORCH:
+        import torch
+        theirs = torch.zeros(shape)
+        theirs = theirs.squeeze() if dim is None else theirs.squeeze(dim)
+        assert tuple(theirs.shape) == expected
+
+
+@pytest.mark.parametrize("shape, dim, expected", [
+    ((2, 3), 0, (1, 2, 3)), ((2, 3), 2, (2, 3, 1)), ((2, 3), -1, (2, 3, 1)),
+    ((2, 3), -3, (1, 2, 3)), ((), 0, (1,)),
+])
+def test_unsqueeze_gives_torchs_shapes(shape, dim, expected):
+    assert engine.zeros(shape).unsqueeze(dim).shape == expected
+    if HAS_TORCH:
+        import torch
+        assert tuple(torch.zeros(shape).unsqueeze(dim).shape) == expected
+
+
+def test_shape_methods_refuse_axes_out_of_range_and_carry_the_gradient(rng):
+    with pytest.raises(IndexError, match="out of range"):
+        engine.zeros(2, 3).unsqueeze(3)
+    with pytest.raises(IndexError, match="out of range"):
+        engine.zeros(2, 3).squeeze(2)
+    x = engine.tensor(rng.standard_normal((2, 1, 3)), requires_grad=True)
+    assert x.permute(2, 0, 1).shape == (3, 2, 1) and x.permute((2, 0, 1)).shape == (3, 2, 1)
+    assert engine.gradcheck(lambda a: a.squeeze(1).unsqueeze(0).permute(2, 0, 1) * 2.0, [x])
