@@ -1,5 +1,5 @@
-"""Learning-rate schedulers (torch.optim.lr_scheduler's): StepLR, ExponentialLR,
-CosineAnnealingLR and LambdaLR on an ``LRScheduler`` base.
+"""Learning-rate schedulers (torch.optim.lr_scheduler's): StepLR, MultiStepLR,
+ExponentialLR, CosineAnnealingLR and LambdaLR on an ``LRScheduler`` base.
 
 A scheduler writes each parameter group's ``lr``; call its ``step()`` once per epoch,
 after the optimizer's. The rules are torch's recursive ones (each new rate computed
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import types
-from typing import Any, Callable, Dict, List, Sequence, Union
+from collections import Counter
+from typing import Any, Callable, Dict, Iterable, List, Sequence, Union
 
 from engine.optim.optimizer import Optimizer
 
@@ -90,6 +91,23 @@ class StepLR(LRScheduler):
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return self._current()
         return [lr * self.gamma for lr in self._current()]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiply each group's rate by ``gamma`` at each epoch listed in ``milestones`` (by
+    ``gamma ** n`` at an epoch listed n times)."""
+
+    def __init__(self, optimizer: Optimizer, milestones: Iterable[int], gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
+        self.milestones = Counter(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> List[float]:
+        if self.last_epoch not in self.milestones:
+            return self._current()
+        factor = self.gamma ** self.milestones[self.last_epoch]
+        return [lr * factor for lr in self._current()]
 
 
 class ExponentialLR(LRScheduler):
@@ -173,4 +191,4 @@ class LambdaLR(LRScheduler):
                 fn.__dict__.update(attributes)
 
 
-__all__ = ["LRScheduler", "StepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR"]
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR"]

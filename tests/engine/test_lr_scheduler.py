@@ -11,6 +11,7 @@ pytestmark = pytest.mark.timeout(60)
 
 SCHEDULES = [
     ("StepLR", dict(step_size=3, gamma=0.5)),
+    ("MultiStepLR", dict(milestones=[2, 5, 5, 9], gamma=0.5)),
     ("ExponentialLR", dict(gamma=0.9)),
     ("CosineAnnealingLR", dict(T_max=4, eta_min=0.001)),  # 14 epochs: down, up, down
     ("LambdaLR", dict(lr_lambda=lambda epoch: 1.0 / (1 + epoch))),
@@ -82,6 +83,13 @@ def test_a_schedule_resumed_from_its_state_dict_goes_on_as_torchs(name, kwargs):
         return
     theirs = getattr(torch.optim.lr_scheduler, name)(_groups(torch), **kwargs).state_dict()
     assert set(saved) <= set(theirs)  # torch's keys (it has two flags more)
+
+
+def test_multi_step_lr_gives_torchs_numbers():
+    rates = _rates(engine, "MultiStepLR", dict(milestones=[2, 5, 5, 9], gamma=0.5), epochs=10)
+    # torch 2.13: halved at epoch 2, quartered at 5 (listed twice), halved at 9
+    assert [r[0] for r in rates] == [0.1, 0.1, 0.05, 0.05, 0.05, 0.0125, 0.0125, 0.0125,
+                                     0.0125, 0.00625, 0.00625]
 
 
 def test_lambda_lr_saves_a_callable_objects_state_and_not_a_function():
