@@ -72,6 +72,7 @@ from engine.ops import (
     where,
 )
 from engine.rng import manual_seed
+from engine.serialization import load, save
 from engine import nn, optim
 
 float32 = _np.float32
@@ -83,7 +84,7 @@ int64 = _np.int64
 
 __all__ = [
     "Tensor", "tensor", "from_numpy", "zeros", "ones", "rand", "randn",
-    "zeros_like", "ones_like", "rand_like", "randn_like", "manual_seed",
+    "zeros_like", "ones_like", "rand_like", "randn_like", "manual_seed", "save", "load",
     "float32", "float64", "int64",
     "add", "sub", "mul", "div", "neg", "pow", "matmul", "linear",
     "exp", "log", "sqrt", "abs", "relu", "tanh", "sigmoid", "clip", "cast",
