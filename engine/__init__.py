@@ -23,6 +23,7 @@ from engine.autograd.function import Function, FunctionCtx
 from engine.autograd.gradcheck import gradcheck
 from engine.errors import AutogradError, GradcheckError, GradientShapeError, GraphFreedError
 from engine.factories import (
+    arange,
     from_numpy,
     ones,
     ones_like,
@@ -83,7 +84,7 @@ int64 = _np.int64
 """numpy's int64 (class indices for `nll_loss` and `cross_entropy`)."""
 
 __all__ = [
-    "Tensor", "tensor", "from_numpy", "zeros", "ones", "rand", "randn",
+    "Tensor", "tensor", "from_numpy", "zeros", "ones", "rand", "randn", "arange",
     "zeros_like", "ones_like", "rand_like", "randn_like", "manual_seed", "save", "load",
     "float32", "float64", "int64",
     "add", "sub", "mul", "div", "neg", "pow", "matmul", "linear",

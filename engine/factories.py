@@ -1,5 +1,5 @@
-"""Making tensors: ``tensor``, ``from_numpy``, ``zeros``, ``ones``, ``rand``, ``randn``
-and their ``*_like`` forms.
+"""Making tensors: ``tensor``, ``from_numpy``, ``zeros``, ``ones``, ``rand``, ``randn``,
+their ``*_like`` forms, and ``arange``.
 
 Factories default to float32, as in torch.  ``tensor(ndarray)`` copies and keeps the
 array's dtype, and so does ``tensor`` of a numpy scalar; ``tensor`` of Python floats
@@ -87,6 +87,27 @@ def randn(*shape: Any, dtype: Any = DEFAULT_DTYPE, requires_grad: bool = False) 
     return _leaf(generator().standard_normal(_shape(shape), dtype=dtype), requires_grad)
 
 
+def arange(start: Any, end: Any = None, step: Any = 1, *, dtype: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """``start, start + step, ...`` up to ``end`` excluded (``arange(n)``: 0 to n - 1), as
+    torch's: int64 when every bound is an int, else float32, unless ``dtype`` says.
+
+    With a fractional step the length is torch's and a value may differ from torch's in
+    its last bit (torch's rounding depends on its vectorised loop).
+    """
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
+    integral = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                   for v in (start, end, step))
+    if dtype is None:
+        dtype = np.int64 if integral else DEFAULT_DTYPE
+    # in float64, then cast: the nearest to the exact values
+    values = np.arange(start, end, step, dtype=np.int64 if integral else np.float64)
+    return _leaf(values.astype(dtype), requires_grad)
+
+
 def _like(factory: Any, other: Any, dtype: Any, requires_grad: bool) -> Tensor:
     dtype = other.dtype if dtype is None else dtype
     return factory(np.shape(other), dtype=dtype, requires_grad=requires_grad)
@@ -112,5 +133,5 @@ def randn_like(other: Any, dtype: Any = None, requires_grad: bool = False) -> Te
     return _like(randn, other, dtype, requires_grad)
 
 
-__all__ = ["tensor", "from_numpy", "zeros", "ones", "rand", "randn",
+__all__ = ["tensor", "from_numpy", "zeros", "ones", "rand", "randn", "arange",
            "zeros_like", "ones_like", "rand_like", "randn_like"]

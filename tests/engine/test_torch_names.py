@@ -160,3 +160,24 @@ def test_shape_methods_refuse_axes_out_of_range_and_carry_the_gradient(rng):
     x = engine.tensor(rng.standard_normal((2, 1, 3)), requires_grad=True)
     assert x.permute(2, 0, 1).shape == (3, 2, 1) and x.permute((2, 0, 1)).shape == (3, 2, 1)
     assert engine.gradcheck(lambda a: a.squeeze(1).unsqueeze(0).permute(2, 0, 1) * 2.0, [x])
+
+
+@pytest.mark.parametrize("args, dtype", [((5,), np.int64), ((2, 9, 3), np.int64),
+                                         ((-3, 4), np.int64), ((5, 0, -2), np.int64),
+                                         ((0, 1, 0.1), np.float32), ((1.0, -1.0, -0.3),
+                                                                     np.float32),
+                                         ((0.5,), np.float32), ((0, 7.3, 0.013), np.float32)])
+def test_arange_gives_torchs_dtype_length_and_values(args, dtype):
+    out = engine.arange(*args)
+    assert out.dtype == dtype and not out.requires_grad
+    # torch 2.13's lengths
+    lengths = {(5,): 5, (2, 9, 3): 3, (-3, 4): 7, (5, 0, -2): 3, (0, 1, 0.1): 10,
+               (1.0, -1.0, -0.3): 7, (0.5,): 1, (0, 7.3, 0.013): 562}
+    assert out.shape == (lengths[args],)
+    if HAS_TORCH:
+        import torch
+        np.testing.assert_allclose(out.data, torch.arange(*args).numpy(), rtol=1e-6,
+                                   atol=1e-6)
+    assert engine.arange(3, dtype=np.float64).tolist() == [0.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="nonzero"):
+        engine.arange(0, 3, 0)
