@@ -1,15 +1,19 @@
 """Stateless layer functions and losses (``engine.nn.functional``, torch's ``F``)."""
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import numpy as np
 
-from engine.ops import abs, linear, log_softmax, mean, nll_loss, relu, sigmoid, softmax, sum, tanh
+from engine.ops import (abs, getitem, linear, log_softmax, mean, nll_loss, relu, sigmoid,
+                        softmax, sqrt, sum, tanh, where)
 from engine.ops.core import as_array
 from engine.ops.loss import REDUCTIONS, binary_cross_entropy_with_logits_elementwise
 from engine.rng import generator
 from engine.tensor import Tensor, TensorLike
 
-__all__ = ["linear", "relu", "tanh", "sigmoid", "softmax", "log_softmax", "dropout",
+__all__ = ["linear", "relu", "leaky_relu", "tanh", "sigmoid", "softmax", "log_softmax",
+           "dropout", "layer_norm", "embedding",
            "mse_loss", "l1_loss", "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
 
 
@@ -22,6 +26,43 @@ def dropout(x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     keep = generator().random(x.shape) >= p
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     return x * (keep * np.asarray(scale, dtype=x.dtype))
+
+
+def leaky_relu(x: Tensor, negative_slope: float = 0.01) -> Tensor:
+    """``x`` where positive, ``negative_slope * x`` elsewhere (gradient ``negative_slope``
+    at 0, as torch's)."""
+    return where(as_array(x) > 0, x, x * negative_slope)
+
+
+def layer_norm(x: Tensor, normalized_shape: Sequence[int], weight: Optional[Tensor] = None,
+               bias: Optional[Tensor] = None, eps: float = 1e-5) -> Tensor:
+    """Normalise over the last ``len(normalized_shape)`` axes to mean 0 and (biased)
+    variance 1, then scale by ``weight`` and shift by ``bias``, as torch's."""
+    shape = tuple(normalized_shape)
+    if np.shape(as_array(x))[-len(shape):] != shape:
+        raise ValueError(f"layer_norm: input of shape {np.shape(as_array(x))} does not end "
+                         f"with normalized_shape {shape}")
+    axes = tuple(range(-len(shape), 0))
+    centred = x - mean(x, axis=axes, keepdims=True)
+    out = centred / sqrt(mean(centred * centred, axis=axes, keepdims=True) + eps)
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def embedding(indices: TensorLike, weight: Tensor) -> Tensor:
+    """The rows of ``weight`` at the integer ``indices`` (any shape); a row picked several
+    times gets the sum of their gradients."""
+    index = np.asarray(as_array(indices))
+    if index.dtype.kind not in "iu":
+        raise TypeError(f"embedding indices must be integers, not {index.dtype}")
+    rows = np.shape(as_array(weight))[0]
+    if index.size and (index.min() < 0 or index.max() >= rows):  # numpy would count a
+        # negative index from the end; torch refuses it
+        raise IndexError(f"embedding index out of range: indices must be in [0, {rows})")
+    return getitem(weight, index)
 
 
 def _reduce(loss: Tensor, reduction: str) -> Tensor:

@@ -1,9 +1,10 @@
-"""Layers: Linear, Sequential, ReLU, Tanh, Sigmoid, Dropout, Flatten."""
+"""Layers: Linear, Sequential, ReLU, LeakyReLU, Tanh, Sigmoid, Identity, Dropout, Flatten,
+LayerNorm, Embedding."""
 from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from typing import Any, Iterator, Union
+from typing import Any, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -81,6 +82,27 @@ class ReLU(Module):
         return F.relu(x)
 
 
+class LeakyReLU(Module):
+    """Elementwise ``x`` where positive, ``negative_slope * x`` elsewhere."""
+
+    def __init__(self, negative_slope: float = 0.01) -> None:
+        super().__init__()
+        self.negative_slope = negative_slope
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.leaky_relu(x, self.negative_slope)
+
+    def extra_repr(self) -> str:
+        return f"negative_slope={self.negative_slope}"
+
+
+class Identity(Module):
+    """Returns its input (a placeholder, as torch's)."""
+
+    def forward(self, x: Any) -> Any:
+        return x
+
+
 class Tanh(Module):
     """Elementwise hyperbolic tangent."""
 
@@ -124,3 +146,44 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class LayerNorm(Module):
+    """Normalise over the last axes (``normalized_shape``), then scale and shift by the
+    learned ``weight`` (ones) and ``bias`` (zeros), as torch's."""
+
+    def __init__(self, normalized_shape: Union[int, Sequence[int]], eps: float = 1e-5,
+                 elementwise_affine: bool = True, bias: bool = True,
+                 dtype: Any = np.float32) -> None:
+        super().__init__()
+        shape = ((normalized_shape,) if isinstance(normalized_shape, (int, np.integer))
+                 else tuple(normalized_shape))
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self.weight = Parameter(np.ones(shape, dtype)) if elementwise_affine else None
+        self.bias = Parameter(np.zeros(shape, dtype)) if elementwise_affine and bias else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class Embedding(Module):
+    """A table of ``num_embeddings`` learned vectors of ``embedding_dim``, looked up by
+    integer index; the weight starts standard normal, as torch's. No ``padding_idx``,
+    ``max_norm`` or sparse gradients."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, dtype: Any = np.float32) -> None:
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.weight = Parameter(
+            generator().standard_normal((num_embeddings, embedding_dim)).astype(dtype))
+
+    def forward(self, indices: Any) -> Tensor:
+        return F.embedding(indices, self.weight)
+
+    def extra_repr(self) -> str:
+        return f"{self.num_embeddings}, {self.embedding_dim}"
