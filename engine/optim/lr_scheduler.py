@@ -1,5 +1,6 @@
 """Learning-rate schedulers (torch.optim.lr_scheduler's): StepLR, MultiStepLR,
-ExponentialLR, CosineAnnealingLR and LambdaLR on an ``LRScheduler`` base.
+ExponentialLR, CosineAnnealingLR and LambdaLR on an ``LRScheduler`` base, and
+ReduceLROnPlateau, which follows a metric instead of the epochs.
 
 A scheduler writes each parameter group's ``lr``; call its ``step()`` once per epoch,
 after the optimizer's. The rules are torch's recursive ones (each new rate computed
@@ -191,4 +192,77 @@ class LambdaLR(LRScheduler):
                 fn.__dict__.update(attributes)
 
 
-__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR"]
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply each group's rate by ``factor`` (not below its ``min_lr``) once the metric
+    given to ``step(metric)`` has not improved for more than ``patience`` epochs, then
+    wait ``cooldown`` epochs before counting again, as torch's.
+
+    The metric improves when it beats the best by ``threshold``: relative
+    (``best * (1 - threshold)`` in ``mode="min"``) or absolute (``best - threshold``).
+    A reduction smaller than ``eps`` is skipped.
+    """
+
+    def __init__(self, optimizer: Optimizer, mode: str = "min", factor: float = 0.1,
+                 patience: int = 10, threshold: float = 1e-4, threshold_mode: str = "rel",
+                 cooldown: int = 0, min_lr: Union[float, Sequence[float]] = 0,
+                 eps: float = 1e-8) -> None:
+        if factor >= 1.0:
+            raise ValueError("Factor should be < 1.0.")
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode {mode} is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"threshold mode {threshold_mode} is unknown!")
+        groups = optimizer.param_groups
+        if isinstance(min_lr, (list, tuple)):
+            if len(min_lr) != len(groups):
+                raise ValueError(f"expected {len(groups)} min_lrs, got {len(min_lr)}")
+            self.min_lrs = list(min_lr)
+        else:
+            self.min_lrs = [min_lr] * len(groups)
+        self.optimizer, self.factor, self.patience, self.cooldown = (optimizer, factor,
+                                                                     patience, cooldown)
+        self.mode, self.threshold, self.threshold_mode, self.eps = (mode, threshold,
+                                                                    threshold_mode, eps)
+        self.last_epoch = 0
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = self.cooldown_counter = 0
+        self._last_lr = self._current()
+
+    def get_lr(self) -> List[float]:
+        """The groups' current rates (the metric, not the epoch, decides the next)."""
+        return self._current()
+
+    def step(self, metrics: Any) -> None:  # type: ignore[override]
+        """Count one epoch whose metric was `metrics` (a number or a one-element tensor),
+        and reduce the rates if it ends a plateau."""
+        current = float(metrics)
+        self.last_epoch += 1
+        if self._is_better(current):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0  # bad epochs in the cooldown do not count
+        if self.num_bad_epochs > self.patience:
+            for group, low in zip(self.optimizer.param_groups, self.min_lrs):
+                old = float(group["lr"])
+                new = max(old * self.factor, low)
+                if old - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = self._current()
+
+    def _is_better(self, current: float) -> bool:
+        best, threshold = self.best, self.threshold
+        if self.mode == "min":
+            return current < (best * (1 - threshold) if self.threshold_mode == "rel"
+                              else best - threshold)
+        return current > (best * (1 + threshold) if self.threshold_mode == "rel"
+                          else best + threshold)
+
+
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "CosineAnnealingLR", "LambdaLR",
+           "ReduceLROnPlateau"]

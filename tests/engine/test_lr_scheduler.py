@@ -117,3 +117,53 @@ def test_resuming_with_last_epoch_needs_the_optimizers_initial_rates():
         lr_scheduler.StepLR(_groups(engine), step_size=2, last_epoch=3)
     with pytest.raises(TypeError, match="is not an Optimizer"):
         lr_scheduler.StepLR(object(), step_size=2)
+
+
+METRICS = [1.0, 0.9, 0.95, 0.9, 0.91, 0.89999, 0.92, 0.5, 0.6, 0.6, 0.6, 0.6, 0.49, 0.7, 0.7,
+           0.7, 0.7, 0.7, 0.7]
+# torch 2.13's rates of the group of lr 0.1 under PLATEAUS[1] (patience 2, cooldown 1)
+EXPECTED_PLATEAU = [0.1] * 5 + [0.010000000000000002] * 6 + [0.0010000000000000002] * 5 + \
+    [0.00010000000000000003] * 4
+PLATEAUS = [dict(), dict(patience=2, cooldown=1), dict(patience=1, factor=0.5, min_lr=0.02),
+            dict(mode="max", threshold_mode="abs", threshold=0.05, patience=0),
+            dict(patience=0, min_lr=[0.05, 0.0], eps=1e-3),
+            dict(patience=1, threshold=0.1, threshold_mode="rel")]
+
+
+def _plateau_rates(space, options, as_tensor=False):
+    optimizer = _groups(space)
+    scheduler = space.optim.lr_scheduler.ReduceLROnPlateau(optimizer, **options)
+    rates = [scheduler.get_last_lr()]
+    for metric in METRICS:
+        optimizer.step()
+        scheduler.step(engine.tensor(metric, dtype=np.float64) if as_tensor else metric)
+        rates.append(scheduler.get_last_lr())
+    return rates, scheduler
+
+
+@pytest.mark.parametrize("options", PLATEAUS, ids=[str(o) for o in PLATEAUS])
+def test_reduce_on_plateau_gives_torchs_rates(options):
+    torch = pytest.importorskip("torch")
+    ours, scheduler = _plateau_rates(engine, options)
+    theirs, their_scheduler = _plateau_rates(torch, options)
+    assert ours == theirs
+    state, their_state = scheduler.state_dict(), their_scheduler.state_dict()
+    assert set(state) <= set(their_state)
+    assert {k: state[k] for k in ("best", "num_bad_epochs", "cooldown_counter",
+                                  "last_epoch")} == \
+        {k: their_state[k] for k in ("best", "num_bad_epochs", "cooldown_counter",
+                                     "last_epoch")}
+
+
+def test_reduce_on_plateau_gives_torchs_numbers():
+    rates, _ = _plateau_rates(engine, PLATEAUS[1], as_tensor=True)  # loss.item() not needed
+    assert [r[0] for r in rates] == EXPECTED_PLATEAU
+
+
+def test_reduce_on_plateau_refuses_what_torch_refuses():
+    with pytest.raises(ValueError, match="Factor should be < 1.0"):
+        lr_scheduler.ReduceLROnPlateau(_groups(engine), factor=1.0)
+    with pytest.raises(ValueError, match="mode best is unknown"):
+        lr_scheduler.ReduceLROnPlateau(_groups(engine), mode="best")
+    with pytest.raises(ValueError, match="expected 2 min_lrs, got 1"):
+        lr_scheduler.ReduceLROnPlateau(_groups(engine), min_lr=[0.1])
