@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Opt
 import numpy as np
 
 from engine.nn.parameter import Parameter
+from engine.ops.methods import names_the_cpu
 from engine.tensor import Tensor
 
 
@@ -140,6 +141,19 @@ class Module:
         for child in self.children():
             child.apply(fn)
         fn(self)
+        return self
+
+    def to(self, device: str) -> "Module":
+        """torch's ``to`` for the device "cpu", where every parameter lives: returns the
+        module. Another device, or a dtype (which would leave an optimizer's state in the
+        old one), is a ValueError."""
+        if not names_the_cpu(device):
+            raise ValueError(f"Module.to({device!r}): the parameters live on the CPU only, "
+                             f"and a module's dtype is chosen when its layers are made")
+        return self
+
+    def cpu(self) -> "Module":
+        """Returns the module: every parameter lives on the CPU."""
         return self
 
     # -- modes and gradients --------------------------------------------------------

@@ -100,6 +100,26 @@ def _converter(dtype: Any, name: str) -> Callable[[Tensor], Tensor]:
     return method
 
 
+def names_the_cpu(device: Any) -> bool:
+    """Whether `device` is torch's name of the CPU ("cpu", "cpu:0"), the one device here."""
+    return isinstance(device, str) and device.split(":")[0] == "cpu"
+
+
+def _to(self: Tensor, target: Any) -> Tensor:
+    """torch's ``to``: a dtype converts (``cast``); the device "cpu" (where every tensor
+    lives) returns the tensor itself; any other device is a ValueError."""
+    if names_the_cpu(target):
+        return self
+    if isinstance(target, str):
+        raise ValueError(f"to({target!r}): tensors live on the CPU only")
+    return pointwise.cast(self, target)
+
+
+def _cpu(self: Tensor) -> Tensor:
+    """The tensor itself: every tensor lives on the CPU (torch's ``cpu()`` of a CPU tensor)."""
+    return self
+
+
 def _transpose(self: Tensor, *axes: Any) -> Tensor:
     """Permute axes as ``ndarray.transpose`` (reverse them when none are given)."""
     return shape.transpose(self, _flatten_shape(axes) if axes else None)
@@ -155,6 +175,7 @@ METHODS = {
     "argmax": reduction.argmax, "argmin": reduction.argmin,
     "reshape": _reshape, "view": _view, "view_as": _view_as, "flatten": shape.flatten,
     "squeeze": shape.squeeze, "unsqueeze": shape.unsqueeze, "permute": _permute,
+    "to": _to, "cpu": _cpu,
     "transpose": _transpose,
 }
 

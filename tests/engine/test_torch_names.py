@@ -181,3 +181,19 @@ def test_arange_gives_torchs_dtype_length_and_values(args, dtype):
     assert engine.arange(3, dtype=np.float64).tolist() == [0.0, 1.0, 2.0]
     with pytest.raises(ValueError, match="nonzero"):
         engine.arange(0, 3, 0)
+
+
+def test_to_and_cpu_take_the_cpu_and_dtypes_and_refuse_other_devices():
+    x = engine.tensor([1.5, -2.0], requires_grad=True)
+    assert x.to("cpu") is x and x.cpu() is x and x.to("cpu:0") is x
+    y = x.to(np.float64)
+    assert y.dtype == np.float64 and y.requires_grad
+    y.sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.tolist() == [1.0, 1.0]
+    model = nn.Linear(2, 2)
+    assert model.to("cpu") is model and model.cpu() is model
+    for target in (x, model):
+        with pytest.raises(ValueError, match="CPU only"):
+            target.to("cuda:0")
+    with pytest.raises(ValueError, match="dtype is chosen when its layers are made"):
+        model.to(np.float64)
