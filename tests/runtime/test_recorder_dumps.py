@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -12,7 +13,7 @@ import pytest
 
 from actors.runtime.concurrency.threads import running_threads
 from actors.runtime.introspection.dumps import WRITER, DumpWriter
-from actors.runtime.introspection.recorder import SENT, Traffic
+from actors.runtime.introspection.recorder import KEPT_IN_TEMP, SENT, Traffic
 from tests.subprocesses import ROOT
 from tests.waiting import wait_until
 
@@ -92,7 +93,7 @@ def test_flush_says_false_when_a_dump_is_still_being_written_at_its_deadline(tmp
 
 EXITS_AT_ONCE = """
 import sys, time
-from actors.runtime.introspection.recorder import SENT, Traffic
+from actors.runtime.introspection.recorder import KEPT_IN_TEMP, SENT, Traffic
 traffic = Traffic(4096)
 for i in range(4096):
     traffic.record((time.monotonic_ns(), SENT, "tcp://127.0.0.1:1", 0x0200, i, 20, 0, None,
@@ -124,7 +125,7 @@ def test_a_process_that_ends_right_after_a_dump_still_writes_it_whole(tmp_path, 
 
 DUMPS_DURING_EXIT = """
 import time
-from actors.runtime.introspection.recorder import SENT, Traffic
+from actors.runtime.introspection.recorder import KEPT_IN_TEMP, SENT, Traffic
 from actors.runtime.process import at_exit
 traffic = Traffic(8)
 traffic.record((time.monotonic_ns(), SENT, "tcp://127.0.0.1:1", 0x0200, 7, 20, 0, None, None))
@@ -149,3 +150,29 @@ def test_dumps_asked_for_during_the_exit_are_written_too(tmp_path):
     assert len(paths) == 3
     reasons = [json.loads(open(path).read())["reason"] for path in paths]
     assert reasons == ["first", "rank_lost", "request_timeout"]
+
+
+def test_the_shared_temporary_folder_keeps_only_the_newest_files(tmp_path, monkeypatch):
+    monkeypatch.delenv("ACTORGRAD_LOG_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    folder = tmp_path / "actorgrad-flight"
+    folder.mkdir()
+    for i in range(KEPT_IN_TEMP + 50):  # older files, the oldest first
+        old = folder / f"flight-w{i}-old.json"
+        old.write_text("{}")
+        os.utime(old, (1_000_000 + i, 1_000_000 + i))
+    other = folder / "notes.txt"  # not a recorder file: left alone
+    other.write_text("mine")
+    path = _traffic_with_one_send().dump("rank_lost", {"name": "w0"}, here=True)
+    kept = sorted(p.name for p in folder.glob("flight-*.json"))
+    assert len(kept) == KEPT_IN_TEMP and os.path.basename(path) in kept
+    assert f"flight-w{KEPT_IN_TEMP + 49}-old.json" in kept and "flight-w0-old.json" not in kept
+    assert other.exists()
+
+
+def test_a_folder_of_ones_own_keeps_every_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("ACTORGRAD_LOG_DIR", str(tmp_path))
+    for i in range(KEPT_IN_TEMP + 5):
+        (tmp_path / f"flight-w{i}.json").write_text("{}")
+    _traffic_with_one_send().dump("rank_lost", {"name": "w0"}, here=True)
+    assert len(list(tmp_path.glob("flight-*.json"))) == KEPT_IN_TEMP + 6

@@ -109,3 +109,25 @@ def write_now(path: str, reason: str, write: Callable[[str], None]) -> None:
 
 WRITER = DumpWriter()
 os.register_at_fork(after_in_child=WRITER._forget_the_parent)
+
+
+def keep_newest(folder: str, count: int, prefix: str = "flight-") -> None:
+    """Delete all but the newest `count` files of `folder` named `prefix`*`.json`.
+
+    Other processes prune and write the same folder: a file gone meanwhile, or one that
+    cannot be deleted, is passed over.
+    """
+    files = []
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name.startswith(prefix) and entry.name.endswith(".json"):
+                try:
+                    files.append((entry.stat().st_mtime, entry.path))
+                except OSError:
+                    pass
+    files.sort(reverse=True)
+    for _, path in files[count:]:
+        try:
+            os.remove(path)
+        except OSError:
+            pass

@@ -51,7 +51,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..concurrency.weak import members
 from ..process.log import get_logger
 from ..process.settings import number_setting
-from .dumps import WRITER, write_now
+from .dumps import WRITER, keep_newest, write_now
 
 log = get_logger(__name__)
 
@@ -60,6 +60,10 @@ ENABLED_VARIABLE = "ACTORGRAD_FLIGHT_RECORDER"
 SIZE_VARIABLE = "ACTORGRAD_FLIGHT_RECORDER_SIZE"
 DIR_VARIABLE = "ACTORGRAD_LOG_DIR"
 DEFAULT_SIZE = 4096
+# The files kept in the shared temporary folder, the newest (a folder of one's own,
+# DIR_VARIABLE, keeps all): processes that time out again and again, or many short
+# jobs, would fill it otherwise.
+KEPT_IN_TEMP = 200
 # Seconds between an I/O thread's folds; the queue holds at most QUEUE_LIMIT entries
 # (more than any process moves in that time), so memory stays bounded even where no
 # actor folds.
@@ -188,8 +192,11 @@ class Traffic:
             log.warning("flight_recorder_not_written", reason=reason, error=str(error))
             return None
         entries = self.entries()
+        in_temp = not os.environ.get(DIR_VARIABLE)
 
         def write(to: str) -> None:
+            if in_temp:
+                keep_newest(os.path.dirname(to), KEPT_IN_TEMP - 1)
             _write_json(to, recording(reason, identity, entries, extra))
 
         if here:
