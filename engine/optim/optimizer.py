@@ -28,6 +28,16 @@ def read_gradient(param: Tensor, grads: Optional[Gradients] = None) -> Optional[
     return grads.get(param)
 
 
+def penalized(param: Tensor, grad: np.ndarray, group: Dict[str, Any]) -> np.ndarray:
+    """The gradient that torch's SGD, RMSprop and Adagrad step with: negated under
+    ``maximize``, plus ``weight_decay * param`` (an L2 penalty) when it is set."""
+    if group["maximize"]:
+        grad = -grad
+    if group["weight_decay"]:
+        grad = grad + group["weight_decay"] * param.data
+    return grad
+
+
 class Optimizer:
     """Base class: holds ``param_groups`` (dicts with ``params`` and hyper-parameters)."""
 

@@ -5,7 +5,7 @@ from typing import Any, Dict, Iterable
 
 import numpy as np
 
-from engine.optim.optimizer import Optimizer
+from engine.optim.optimizer import Optimizer, penalized
 from engine.tensor import Tensor
 
 
@@ -34,10 +34,7 @@ class RMSprop(Optimizer):
     def update(self, param: Tensor, grad: np.ndarray, group: Dict[str, Any],
                state: Dict[str, Any]) -> None:
         alpha, momentum = group["alpha"], group["momentum"]
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * param.data
+        grad = penalized(param, grad, group)
         if not state:
             state["step"] = 0
             state["square_avg"] = np.zeros_like(param.data)

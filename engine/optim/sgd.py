@@ -5,7 +5,7 @@ from typing import Any, Dict, Iterable
 
 import numpy as np
 
-from engine.optim.optimizer import Optimizer
+from engine.optim.optimizer import Optimizer, penalized
 from engine.tensor import Tensor
 
 
@@ -31,10 +31,7 @@ class SGD(Optimizer):
 
     def update(self, param: Tensor, grad: np.ndarray, group: Dict[str, Any],
                state: Dict[str, Any]) -> None:
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"]:
-            grad = grad + group["weight_decay"] * param.data
+        grad = penalized(param, grad, group)
         momentum = group["momentum"]
         if momentum:
             buffer = state.get("momentum_buffer")
