@@ -10,13 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Iterator, Mapping, Optional, Tuple, Union
 
-from engine.nn.module import Module
-
-
-def _checked(module: Any) -> Module:
-    if not isinstance(module, Module):
-        raise TypeError(f"{type(module).__name__} is not a Module subclass")
-    return module
+from engine.nn.module import Module, as_module
 
 
 class ModuleList(Module):
@@ -32,13 +26,13 @@ class ModuleList(Module):
 
     def _renumber(self, modules: Iterable[Module]) -> None:
         """Hold exactly `modules`, named "0", "1", ... (torch renumbers after a deletion)."""
-        named = [(str(index), _checked(module)) for index, module in enumerate(modules)]
+        named = [(str(index), as_module(module)) for index, module in enumerate(modules)]
         self._modules.clear()
         self._modules.update(named)
 
     def append(self, module: Module) -> "ModuleList":
         """Add `module` at the end; returns the list."""
-        self._modules[str(len(self))] = _checked(module)
+        self._modules[str(len(self))] = as_module(module)
         return self
 
     def extend(self, modules: Iterable[Module]) -> "ModuleList":
@@ -97,7 +91,7 @@ class ModuleDict(Module):
         if not isinstance(key, str) or not key or "." in key:
             # a dot would make state_dict keys that name no module
             raise KeyError(f"module name must be a non-empty string without '.', not {key!r}")
-        self._modules[key] = _checked(module)
+        self._modules[key] = as_module(module)
 
     def __delitem__(self, key: str) -> None:
         del self._modules[key]

@@ -8,7 +8,7 @@ import numpy as np
 from engine.ops import (abs, getitem, linear, log_softmax, mean, nll_loss, relu, sigmoid,
                         softmax, sqrt, sum, tanh, where)
 from engine.ops.core import as_array
-from engine.ops.loss import REDUCTIONS, binary_cross_entropy_with_logits_elementwise
+from engine.ops.loss import binary_cross_entropy_with_logits_elementwise, check_reduction
 from engine.rng import generator
 from engine.tensor import Tensor, TensorLike
 
@@ -70,9 +70,8 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
         return mean(loss)
     if reduction == "sum":
         return sum(loss)
-    if reduction == "none":
-        return loss
-    raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
+    check_reduction(reduction)
+    return loss
 
 
 def _difference(input: TensorLike, target: TensorLike, name: str) -> Tensor:  # noqa: A002
@@ -114,6 +113,5 @@ def binary_cross_entropy_with_logits(logits: TensorLike, target: TensorLike,
     """Binary cross entropy of probabilities ``target`` given ``logits`` (the same shape),
     computed from the logits without overflow, as torch's; no ``weight`` or
     ``pos_weight``."""
-    if reduction not in REDUCTIONS:  # before the op runs, as the other losses
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
+    check_reduction(reduction)  # before the op runs, as the other losses
     return _reduce(binary_cross_entropy_with_logits_elementwise(logits, target), reduction)

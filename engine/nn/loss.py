@@ -6,7 +6,7 @@ from typing import Callable
 
 from engine.nn import functional as F
 from engine.nn.module import Module
-from engine.ops.loss import REDUCTIONS
+from engine.ops.loss import check_reduction
 from engine.tensor import Tensor, TensorLike
 
 
@@ -17,8 +17,7 @@ class _Loss(Module):
 
     def __init__(self, reduction: str = "mean") -> None:
         super().__init__()
-        if reduction not in REDUCTIONS:  # at construction, not at the first batch
-            raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
+        check_reduction(reduction)  # at construction, not at the first batch
         self.reduction = reduction
 
     def forward(self, input: TensorLike, target: TensorLike) -> Tensor:  # noqa: A002

@@ -86,9 +86,7 @@ class Module:
     def add_module(self, name: str, module: "Module") -> None:
         """Register ``module`` as a child under ``name``; TypeError for anything else, as
         torch (an attribute of another type would not be a child)."""
-        if not isinstance(module, Module):
-            raise TypeError(f"{type(module).__name__} is not a Module subclass")
-        setattr(self, name, module)
+        setattr(self, name, as_module(module))
 
     # -- traversal ------------------------------------------------------------------
     def named_children(self) -> Iterator[Tuple[str, "Module"]]:
@@ -218,3 +216,10 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def as_module(module: Any) -> Module:
+    """`module`, checked to be a Module: TypeError for anything else, as torch."""
+    if not isinstance(module, Module):
+        raise TypeError(f"{type(module).__name__} is not a Module subclass")
+    return module

@@ -9,6 +9,12 @@ from engine.ops.shape import reshape
 from engine.tensor import Tensor, TensorLike
 
 REDUCTIONS = ("mean", "sum", "none")
+
+
+def check_reduction(reduction: str) -> None:
+    """ValueError unless `reduction` is one of REDUCTIONS, as torch's losses say."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
 TORCH_IGNORE_INDEX = -100
 
 
@@ -87,8 +93,7 @@ def nll_loss(log_probs: TensorLike, target: TensorLike, reduction: str = "mean")
     shapes raise ValueError. A target outside ``[0, C)`` raises IndexError: there is no
     ``ignore_index``.
     """
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, not {reduction!r}")
+    check_reduction(reduction)
     target = np.asarray(as_array(target))
     if target.dtype.kind not in "iu":
         raise TypeError(f"nll_loss target must hold integer class indices, not {target.dtype}")

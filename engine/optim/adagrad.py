@@ -5,7 +5,7 @@ from typing import Any, Dict, Iterable
 
 import numpy as np
 
-from engine.optim.optimizer import Optimizer, penalized
+from engine.optim.optimizer import Optimizer, non_negative, penalized
 from engine.tensor import Tensor
 
 
@@ -23,14 +23,9 @@ class Adagrad(Optimizer):
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, lr_decay: float = 0.0,
                  weight_decay: float = 0.0, initial_accumulator_value: float = 0.0,
                  eps: float = 1e-10, maximize: bool = False) -> None:
-        for name, value in dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                                initial_accumulator_value=initial_accumulator_value,
-                                eps=eps).items():
-            if value < 0:
-                raise ValueError(f"Invalid {name} value: {value}")
-        super().__init__(params, dict(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                                      initial_accumulator_value=initial_accumulator_value,
-                                      eps=eps, maximize=maximize))
+        numbers = non_negative(lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                               initial_accumulator_value=initial_accumulator_value, eps=eps)
+        super().__init__(params, dict(numbers, maximize=maximize))
 
     def update(self, param: Tensor, grad: np.ndarray, group: Dict[str, Any],
                state: Dict[str, Any]) -> None:

@@ -28,6 +28,15 @@ def read_gradient(param: Tensor, grads: Optional[Gradients] = None) -> Optional[
     return grads.get(param)
 
 
+def non_negative(**numbers: float) -> Dict[str, float]:
+    """`numbers`, each checked as torch's optimizers check theirs: ValueError for a
+    negative one."""
+    for name, value in numbers.items():
+        if value < 0:
+            raise ValueError(f"Invalid {name} value: {value}")
+    return numbers
+
+
 def penalized(param: Tensor, grad: np.ndarray, group: Dict[str, Any]) -> np.ndarray:
     """The gradient that torch's SGD, RMSprop and Adagrad step with: negated under
     ``maximize``, plus ``weight_decay * param`` (an L2 penalty) when it is set."""

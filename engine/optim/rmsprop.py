@@ -5,7 +5,7 @@ from typing import Any, Dict, Iterable
 
 import numpy as np
 
-from engine.optim.optimizer import Optimizer, penalized
+from engine.optim.optimizer import Optimizer, non_negative, penalized
 from engine.tensor import Tensor
 
 
@@ -23,13 +23,9 @@ class RMSprop(Optimizer):
     def __init__(self, params: Iterable[Any], lr: float = 1e-2, alpha: float = 0.99,
                  eps: float = 1e-8, weight_decay: float = 0.0, momentum: float = 0.0,
                  centered: bool = False, maximize: bool = False) -> None:
-        for name, value in dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                momentum=momentum).items():
-            if value < 0:
-                raise ValueError(f"Invalid {name} value: {value}")
-        super().__init__(params, dict(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
-                                      momentum=momentum, centered=centered,
-                                      maximize=maximize))
+        numbers = non_negative(lr=lr, alpha=alpha, eps=eps, weight_decay=weight_decay,
+                               momentum=momentum)
+        super().__init__(params, dict(numbers, centered=centered, maximize=maximize))
 
     def update(self, param: Tensor, grad: np.ndarray, group: Dict[str, Any],
                state: Dict[str, Any]) -> None:
