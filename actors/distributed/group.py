@@ -162,8 +162,8 @@ class Call:
             ours, theirs = _render(self.describe), _render(call)
             if ours == theirs:  # same call, another algorithm: e.g. shared memory on one only
                 ours, theirs = f"{ours} at phase {phase}", f"{theirs} at phase {sent_phase}"
-            self.mismatch(f"rank {group.ranks[group.rank]} called {ours} but rank "
-                          f"{sender} called {theirs} at step {self.step} of the group")
+            self.mismatch(_called_apart(group.ranks[group.rank], ours, sender, theirs,
+                                        self.step))
         return data
 
     def mismatch(self, found: str) -> None:
@@ -305,8 +305,8 @@ class ProcessGroup:
             if phase == MISMATCH_FOUND:
                 found = f"{data} (found by rank {sender})"
             else:
-                found = (f"rank {self.transport.rank} called {_render(ours)} but rank {sender} "
-                         f"called {_render(describe)} at step {step} of the group")
+                found = _called_apart(self.transport.rank, _render(ours), sender,
+                                      _render(describe), step)
         if found is not None:
             dump_recorder("collective_mismatch")
             call.mismatch(f"{found}; raised at step {call.step}, this rank's next call")
@@ -378,6 +378,12 @@ def _plain(describe: tuple) -> list:
 
 
 status.add_section("collectives", groups_status)
+
+
+def _called_apart(rank: int, ours: str, sender: int, theirs: str, step: int) -> str:
+    """The text of a mismatch: what this rank and the sender each called at `step`."""
+    return (f"rank {rank} called {ours} but rank {sender} called {theirs} at step {step} "
+            f"of the group")
 
 
 def _render(describe: tuple) -> str:

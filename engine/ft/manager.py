@@ -150,7 +150,7 @@ class Manager:
         except NoLiveReplicaError:
             raise  # no later step can succeed: the training loop must hear it
         except Exception as exc:  # noqa: BLE001 - recorded: the step does not commit
-            if not any(error is exc for error in self._errors):  # once, however often asked
+            if exc not in self._errors:  # once, however often asked
                 self.report_error(exc)
             self._plan = None
         return self._plan
