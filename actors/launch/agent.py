@@ -79,6 +79,21 @@ class ElasticAgent:
                 self.handler.leave()
             else:
                 self.handler.shutdown()
+                if getattr(self._store, "is_master", False):
+                    self._keep_store_until_nodes_leave()
+
+    def _keep_store_until_nodes_leave(self) -> None:
+        """The store host's last act: let the other nodes read the closed rendezvous (a
+        node on the wait list then fails with RendezvousClosedError, not a lost store)."""
+        try:
+            connected = self.handler.wait_for_nodes_to_leave()
+        except (RendezvousError, StoreError) as exc:
+            connected = [f"(unknown: {exc})"]
+        if connected:
+            self._progress.tell(
+                f"closing the rendezvous store while {len(connected)} other node(s) still "
+                f"use it: {', '.join(map(str, connected))}", "agent_store_closed_in_use",
+                "warning", run_id=self._config.run_id, nodes=[str(n) for n in connected])
 
     def _invoke_run(self) -> RunResult:
         self._start_round()

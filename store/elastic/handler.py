@@ -9,10 +9,11 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import Callable, Optional, Set
+from typing import Callable, List, Optional, Set
 
 from actors.runtime.process.log import get_logger
 from actors.runtime.concurrency.threads import start_thread
+from actors.runtime.process.waits import SlowWait
 from store.base import Store
 from store.elastic.backend import RendezvousBackend
 from store.elastic.errors import RendezvousError
@@ -182,6 +183,31 @@ class DynamicRendezvousHandler:
             self._log("rendezvous_shutdown_failed", error=str(exc))
             return False
         return True
+
+    def wait_for_nodes_to_leave(self, timeout: Optional[Seconds] = None) -> List[NodeDesc]:
+        """Wait up to `timeout` seconds (default: the close timeout) until every other
+        node of the state has closed its store connection; the nodes still connected then.
+
+        The node that hosts the store calls it after `shutdown`, before closing the
+        store: a node that has not yet read the closed state (one on the wait list)
+        then reads it, and fails with RendezvousClosedError rather than with a lost
+        store. Needs liveness keys (a store with sessions); without them, returns at once.
+        """
+        timeout = self._settings.timeout.close if timeout is None else timeout
+        state = self._query()
+        connected = sorted((set(state.participants) | state.wait_list) - {self._node})
+        deadline = self._clock() + timeout
+        with SlowWait(lambda: f"the rendezvous {self._settings.run_id!r} is closed; keeping "
+                              f"its store up until {len(connected)} other node(s) leave "
+                              f"(at most {timeout:g} s)") as report:
+            while True:
+                generation = self._peer_lost.mark()
+                connected = self._liveness.still_connected(connected)
+                left = deadline - self._clock()
+                if not connected or left <= 0:
+                    return connected
+                report.tick()
+                self._peer_lost.wait_since(generation, min(left, report.next_in()))
 
     # ---- internals ----------------------------------------------------------------
 

@@ -93,9 +93,7 @@ class NodeLiveness:
                 self._heard.pop(node, None)
             new = [n for n in beats if n not in self._known and n != self._node]
         for node in new:
-            if node not in self._watching:
-                call_store(self._store.watch_key, self.key(node), self._watcher(node))
-                self._watching.add(node)
+            self._watch(node)
         if now - self._asked_at >= ASK_EVERY:
             ask = new
             if new:
@@ -112,6 +110,15 @@ class NodeLiveness:
                     self._gone.add(node)
             return sorted(n for n in beats if n in self._gone)
 
+    def still_connected(self, nodes: List[NodeDesc]) -> List[NodeDesc]:
+        """Those of `nodes` whose key is still there. Each is watched from now on, so
+        that its key's deletion calls `on_lost()` (empty if the store has no sessions)."""
+        if not self.supported:
+            return []
+        for node in nodes:
+            self._watch(node)
+        return self._present(nodes)
+
     def _present(self, nodes: List[NodeDesc]) -> List[NodeDesc]:
         """Those of `nodes` whose key exists: one round trip when all do."""
         if not nodes or call_store(self._store.check, [self.key(n) for n in nodes]):
@@ -123,6 +130,11 @@ class NodeLiveness:
         wall-clock seconds."""
         with self._lock:
             return dict(self._heard)
+
+    def _watch(self, node: NodeDesc) -> None:
+        if node not in self._watching:
+            call_store(self._store.watch_key, self.key(node), self._watcher(node))
+            self._watching.add(node)
 
     def _watcher(self, node: NodeDesc) -> Callable[[object, object], None]:
         def on_change(_old: object, new: object) -> None:

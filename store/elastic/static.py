@@ -7,7 +7,7 @@ lose a peer and fail too, arrive.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 from actors.runtime.process.log import get_logger
 from store.barrier import barrier
@@ -82,3 +82,7 @@ class StaticRendezvousHandler:
     def shutdown(self) -> bool:
         """Nothing to stop (no keep-alives); True, as torch's handlers return on success."""
         return True
+
+    def wait_for_nodes_to_leave(self, timeout: Optional[float] = None) -> List[str]:
+        """None to wait for: static nodes publish no liveness keys, and none waits to join."""
+        return []

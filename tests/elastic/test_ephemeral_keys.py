@@ -7,10 +7,12 @@ import time
 import pytest
 
 from store import HashStore, TCPStore
-from store.elastic import DynamicRendezvousHandler, StoreRendezvousBackend
+from store.elastic import (DynamicRendezvousHandler, RendezvousClosedError, RendezvousError,
+                           RendezvousTimeout, StoreRendezvousBackend)
 from store.elastic.liveness import NodeLiveness
 from store.elastic.settings import NodeDesc
 from tests.store.processes import ctx
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -139,3 +141,63 @@ def test_liveness_asks_about_each_new_node_once_and_hears_the_live_ones(master):
     beats[late] = 1003.0
     assert liveness.observe(beats, 1003.1, window=15.0) == [alive, dead]  # asked again
     returned.close()
+
+
+def _late_node(master, run_id):
+    """A second node of a 1:2 rendezvous whose round completed without it; its store and
+    a list that receives the outcome of its join, run on a thread."""
+    store = client(master)
+    handler = DynamicRendezvousHandler.from_backend(
+        run_id, store, StoreRendezvousBackend(store, run_id), 1, 2,
+        timeout=RendezvousTimeout(last_call=0.1))
+    outcome = []
+
+    def join() -> None:
+        try:
+            outcome.append(handler.next_rendezvous())
+        except RendezvousError as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=join, daemon=True)
+    return store, handler, outcome, thread
+
+
+def _host_with_a_waiting_node(master, run_id):
+    host = DynamicRendezvousHandler.from_backend(
+        run_id, master, StoreRendezvousBackend(master, run_id), 1, 2,
+        timeout=RendezvousTimeout(last_call=0.1))
+    assert host.next_rendezvous().world_size == 1
+    late = _late_node(master, run_id)
+    late[3].start()
+    assert wait_until(lambda: host.num_nodes_waiting() == 1, 10), "no node on the wait list"
+    return host, late
+
+
+def test_the_store_host_waits_until_a_waiting_node_read_the_closed_rendezvous(master):
+    """The host closes the rendezvous, then keeps its store until the waiting node has
+    left: that node fails with RendezvousClosedError, never with a lost store."""
+    host, (store, _, outcome, thread) = _host_with_a_waiting_node(master, "leave")
+
+    def leave_when_refused() -> None:
+        thread.join(10)
+        store.close()
+
+    leaving = threading.Thread(target=leave_when_refused, daemon=True)
+    leaving.start()
+    host.shutdown()
+    assert host.wait_for_nodes_to_leave(10) == []
+    leaving.join(10)
+    assert len(outcome) == 1 and isinstance(outcome[0], RendezvousClosedError), outcome
+
+
+def test_the_store_host_names_the_nodes_still_connected_when_its_wait_ends(master):
+    host, (store, late, outcome, thread) = _host_with_a_waiting_node(master, "stay")
+    try:
+        host.shutdown()
+        thread.join(10)
+        assert isinstance(outcome[0], RendezvousClosedError), outcome
+        started = time.monotonic()
+        assert host.wait_for_nodes_to_leave(0.3) == [late.node]
+        assert time.monotonic() - started >= 0.3
+    finally:
+        store.close()
