@@ -20,6 +20,7 @@ import threading
 from typing import List, Optional
 
 from actors.runtime.process.log import get_logger, say
+from actors.runtime.protocol import kind_name
 
 log = get_logger("actors.worker")
 
@@ -63,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="once the world is formed, serve until SIGINT or SIGTERM, then "
                              "leave without waiting for the other workers (default: off, "
                              "leave when the world shuts down)")
+    parser.add_argument("--graceful-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="with --serve-forever: after SIGINT or SIGTERM, how long the "
+                             "calls being served may take to finish and reply; calls that "
+                             "come meanwhile get an error saying the worker is stopping "
+                             "(default 10)")
     return parser
 
 
@@ -77,9 +83,26 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if not 0 <= args.rank < args.world_size:
         parser.error(f"--rank must be 0 to {args.world_size - 1} in a world of "
                      f"{args.world_size}, got {args.rank}")
+    if not 0 <= args.graceful_timeout < float("inf"):
+        parser.error(f"--graceful-timeout must be a finite number of seconds >= 0, got "
+                     f"{args.graceful_timeout}")
     if not 0 < args.master_port < 65536:
         parser.error(f"--master-port must be 1 to 65535, got {args.master_port}")
     return args
+
+
+def _finish_calls(name: str, timeout: float) -> None:
+    """Let the calls being served finish and reply (at most `timeout` seconds), taking
+    no new ones; name those cut short."""
+    from actors.rpc import state
+
+    log.info("worker_finishing_calls", name=name, timeout_s=timeout)
+    say("worker", f"{name} stops: finishing the calls it serves (at most {timeout:g} s)",
+        sys.stdout)
+    cut = state.current_agent().actor.finish_serving(timeout)
+    if cut:
+        log.warning("worker_calls_cut_short", name=name, calls=len(cut),
+                    kinds=sorted({kind_name(msg.kind) for msg in cut}))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -107,6 +130,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.serve_forever:
         while not stop.wait(3600):
             pass
+        _finish_calls(name, args.graceful_timeout)
     actors.shutdown(graceful=not args.serve_forever)
     log.info("worker_done", name=name)
     return 0

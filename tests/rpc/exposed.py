@@ -42,3 +42,19 @@ def plain_python(x):
 def pieces(count):
     """`count` byte strings: a reply of as many buffer frames."""
     return [b"x"] * count
+
+
+@actors.expose("hold")
+def hold(path, seconds=30.0):
+    """Return "done" once file `path` exists (checked every 10 ms, for `seconds` at most);
+    file `path`.started says that the call began."""
+    import os
+    import time
+
+    open(f"{path}.started", "w").close()
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            return "gave up"
+        time.sleep(0.01)
+    return "done"

@@ -17,6 +17,13 @@ START_TIMEOUT = 60.0
 @contextlib.contextmanager
 def serving(tmp_path: pathlib.Path, *flags: str) -> Iterator[tuple]:
     """A world of one worker (it hosts the store); yields (worker address, store port)."""
+    with serving_process(tmp_path, *flags) as (address, port, _worker):
+        yield address, port
+
+
+@contextlib.contextmanager
+def serving_process(tmp_path: pathlib.Path, *flags: str) -> Iterator[tuple]:
+    """`serving`, yielding (worker address, store port, the worker's `Popen`)."""
     port = free_port()
     log = tmp_path / f"worker-{port}.log"
     args: List[str] = ["-m", "actors.worker", "--rank", "0", "--world-size", "1",
@@ -31,7 +38,7 @@ def serving(tmp_path: pathlib.Path, *flags: str) -> Iterator[tuple]:
             address = store.get("rpc/addresses/0").decode()
         finally:
             store.close()
-        yield address, port
+        yield address, port, worker
 
 
 def client(address: str) -> actors.ExposedClient:

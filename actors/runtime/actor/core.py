@@ -3,6 +3,7 @@ teardown (see `actors.runtime.actor`)."""
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Union
 
@@ -71,6 +72,8 @@ class ActorCore(Calling, Serving):
         self._started = False
         self._stopped = False
         self._unanswered: Set[Message] = set()  # requests received, not answered
+        self._refusing = False  # set by finish_serving: new calls get an error reply
+        self._answered = threading.Condition()  # notified of replies while refusing
         TRAFFIC.watch(self)
         self.register(Kind.PING, lambda msg: msg.payload, inline=True)
 

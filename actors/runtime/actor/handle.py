@@ -65,5 +65,6 @@ for _name in ("address", "port", "pool", "register", "on_sender_lost", "on_peer_
               "report_lost", "on_push", "request", "notify", "notify_many", "reply",
               "reply_error", "push", "call_later", "call_soon", "close_soon", "attach",
               "deliver_sent", "serve_introspection", "requests_in_flight",
-              "requests_being_served", "read_mailbox_here", "interrupt_mailbox_reading"):
+              "requests_being_served", "finish_serving", "read_mailbox_here",
+              "interrupt_mailbox_reading"):
     setattr(Actor, _name, _delegate(_name))

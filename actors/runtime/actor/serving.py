@@ -12,7 +12,7 @@ from typing import Any, Callable, List, NamedTuple, Optional
 
 from ..concurrency.contained import escapes
 from ..concurrency.futures import Future
-from ..errors import ProtocolError, UnknownKindError
+from ..errors import ActorStoppedError, ProtocolError, UnknownKindError
 from ..introspection.recorder import RECEIVED, RECORDING, SERVED, record
 from ..process.log import get_logger
 from ..protocol import (JSON, ONEWAY, PROTOCOL_VERSION, PUSH, RESPONSE, SAME_HOST, Kind, envelope,
@@ -57,8 +57,22 @@ class Serving:
 
     def requests_being_served(self) -> List[Message]:
         """The requests received here and not answered yet (empty when introspection is
-        off)."""
-        return list(self._unanswered)
+        off, though `finish_serving` keeps count of them either way)."""
+        return list(self._unanswered) if RECORDING else []
+
+    def finish_serving(self, timeout: float) -> List[Message]:
+        """Take no new calls, and wait up to `timeout` seconds until every request being
+        served is answered; the requests still unanswered then.
+
+        From now on a request whose handler would run on the pool gets an
+        ActorStoppedError reply saying that this actor is stopping; one-way messages
+        and inline kinds (ping, introspection) are still served. For a server stopped
+        by a signal, before `stop`: its callers get the replies of the calls it began.
+        """
+        with self._answered:
+            self._refusing = True
+            self._answered.wait_for(lambda: not self._unanswered, timeout)
+            return list(self._unanswered)
 
     def reply(self, msg: Message, payload: Any) -> bool:
         """Answer request `msg` with `payload`, in the codec it came in; any thread.
@@ -135,23 +149,37 @@ class Serving:
             registration = self._handlers.get(header.kind)
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
+            if self._refusing and not (registration.inline or header.flags & ONEWAY):
+                self._refuse(identity, frames, header)
+                return None
             if header.flags & JSON and not registration.json:
                 raise ProtocolError(f"{kind_name(header.kind)} takes a pickled body, not JSON "
                                     f"(docs/PROTOCOL.md); a JSON client calls the functions "
                                     f"a process exposes with RPC_CALL_NAMED")
             payload = envelope.read_payload(header, frames)
             msg = Message(header.kind, header.req_id, header.flags, payload, sender=identity)
+            if not header.flags & ONEWAY:
+                self._unanswered.add(msg)
             if RECORDING:
                 if header.flags & ONEWAY:
                     record((monotonic_ns(), RECEIVED, identity, header.kind, header.req_id, 0,
                             message_bytes(frames), None, None))
                 else:  # recorded with its reply
                     msg.received, msg.size = monotonic(), message_bytes(frames)
-                    self._unanswered.add(msg)
             return registration, msg
         except Exception as exc:  # noqa: BLE001 - bad input is answered, never raised
             self._reject(identity, frames, exc)
             return None
+
+    def _refuse(self, identity: bytes, frames: list, header: Any) -> None:
+        """Answer a call that comes while the actor finishes serving (`finish_serving`)."""
+        envelope.discard(frames)
+        log.info("request_refused_while_stopping", actor=self.name,
+                 kind=kind_name(header.kind), req_id=header.req_id)
+        error = ActorStoppedError(f"actor {self.name} is stopping: it finishes the calls it "
+                                  f"serves and takes no new ones")
+        self._send_to_sender(identity, envelope.encode_error(header.kind, header.req_id, error,
+                                                             bool(header.flags & JSON)))
 
     def _reject(self, identity: bytes, frames: list, exc: Exception) -> None:
         """Answer a message that could not be accepted with an error reply describing `exc`.
@@ -190,11 +218,15 @@ class Serving:
             self.reply(msg, result)
 
     def _send_reply(self, msg: Message, frames: list) -> bool:
+        self._unanswered.discard(msg)
         if RECORDING:
-            self._unanswered.discard(msg)
             record((monotonic_ns(), SERVED, msg.sender, msg.kind, msg.req_id,
                     message_bytes(frames), msg.size, None, msg.received))
-        return self._send_to_sender(msg.sender, frames)
+        sent = self._send_to_sender(msg.sender, frames)
+        if self._refusing:
+            with self._answered:
+                self._answered.notify_all()
+        return sent
 
     def _send_to_sender(self, identity: bytes, frames: list) -> bool:
         if self._router is None or not self._router.send(identity, frames):
