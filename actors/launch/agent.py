@@ -88,7 +88,10 @@ class ElasticAgent:
         try:
             connected = self.handler.wait_for_nodes_to_leave()
         except (RendezvousError, StoreError) as exc:
-            connected = [f"(unknown: {exc})"]
+            self._progress.tell(f"could not tell whether other nodes still use the rendezvous "
+                                f"store: {exc}", "agent_store_users_unknown", "warning",
+                                run_id=self._config.run_id, error=str(exc))
+            return
         if connected:
             self._progress.tell(
                 f"closing the rendezvous store while {len(connected)} other node(s) still "
