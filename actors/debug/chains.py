@@ -3,7 +3,8 @@
 Pure: takes the STATUS answers (their ``rpc`` sections) and returns chains. A
 worker's outgoing call is linked to the call it serves on the same thread (that
 call made it; an `async_execution` call that returned its future keeps the calls it
-made under a token of its own in place of the thread), and to the callee's served
+made, and those its futures' callbacks make, under a token of its own in place of
+the thread), and to the callee's served
 call from that worker with the same function, so a nested call ``w0 → w1 → w2``
 reads as one chain ending in the function that runs (or is stuck) on ``w2``.
 """

@@ -10,9 +10,10 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import Any, Tuple
+from typing import Any, List, Tuple
 
 from actors.runtime import Future, Message
+from actors.runtime.actor.calling import SERVED_CALL
 from actors.runtime.concurrency.contained import escapes
 from actors.runtime.concurrency.futures import completed, failed
 from actors.runtime.introspection.recorder import RECORDING
@@ -57,6 +58,8 @@ class Callee:
         thread = msg.thread = threading.get_ident()  # for STATUS: its nested calls wait on it
         is_async = getattr(fn, "_async_execution", False)
         since = time.monotonic() if is_async else 0.0
+        tag = [thread]
+        served = SERVED_CALL.set(tag) if RECORDING else None
         try:
             if not meta and hook_registry.all_idle():
                 result = fn(*args, **kwargs)
@@ -67,19 +70,23 @@ class Callee:
                     result = fn(*args, **kwargs)
         finally:
             msg.thread = None
+            if served is not None:
+                SERVED_CALL.reset(served)
         if is_async:
             if not isinstance(result, Future):
                 raise TypeError(f"async_execution function {fn.__qualname__} must return an "
                                 f"actors.Future, got {type(result).__name__}")
             if RECORDING and not result.done():
-                self._hand_over(msg, thread, since)
+                self._hand_over(msg, tag, since)
         return result, peer
 
-    def _hand_over(self, msg: Message, thread: int, since: float) -> None:
+    def _hand_over(self, msg: Message, tag: List[int], since: float) -> None:
         """For STATUS: an async_execution call that returned before its reply keeps the
-        requests it sent linked to it. It and they get a token no thread has, in place of
-        the thread they were made on, which goes on to serve other calls."""
-        token = next(_ASYNC_TOKENS)
+        requests it sent linked to it, and those its future's callbacks send later. It
+        and they get a token no thread has, in place of the thread they were made on,
+        which goes on to serve other calls."""
+        thread, token = tag[0], next(_ASYNC_TOKENS)
+        tag[0] = token
         for pending in self.actor.requests_in_flight():
             if pending.thread == thread and pending.started >= since:
                 pending.thread = token

@@ -7,7 +7,9 @@ the file RELEASE exists (60 s at most), so every run ends by itself.
 Scenarios: ``chain`` (w0 calls w1 with rpc_sync, which calls w2 with rpc_async, where
 `stuck_here` waits; w2 has one worker thread, so all of its worker threads are
 blocked); ``async_chain`` (the same, but w1's function is an `async_execution` one
-that returns the future of its call to w2, so no thread of w1 waits); and, after one
+that returns the future of its call to w2, so no thread of w1 waits); ``then_chain``
+(w1's `async_execution` function calls w2 from a callback of a first call's future);
+and, after one
 collective that every rank completes, ``never_enters`` (rank 2 stays out of the
 second all_reduce), ``different_shape`` and ``different_op`` (rank 2 enters the
 second one with another shape, or calls broadcast), ``victim`` (rank 2 waits to be
@@ -46,6 +48,19 @@ def relay(to: str, release: str) -> str:
 @actors.async_execution
 def relay_async(to: str, release: str) -> actors.Future:
     return actors.rpc_async(to, stuck_here, args=(release,))
+
+
+@actors.async_execution
+def relay_then(to: str, release: str) -> actors.Future:
+    """Calls w2's `stuck_here` from a callback, once a first call to w2 has returned."""
+    result = actors.Future()
+
+    def call_stuck(_echoed: actors.Future) -> None:
+        stuck = actors.rpc_async(to, stuck_here, args=(release,))
+        stuck.add_done_callback(lambda done: result.set_result(done.value()))
+
+    actors.rpc_async(to, echo, args=(1,)).add_done_callback(call_stuck)
+    return result
 
 
 def chain(rank: int, release: str, relay_fn=relay) -> None:
@@ -107,6 +122,8 @@ def main() -> None:
         chain(rank, release)
     elif scenario == "async_chain":
         chain(rank, release, relay_async)
+    elif scenario == "then_chain":
+        chain(rank, release, relay_then)
     elif scenario == "traffic":
         traffic(rank, release)
     else:

@@ -34,8 +34,9 @@ def _published(spec: str, count: int) -> bool:
     return len(debug.snapshot(spec, timeout=1.0)) >= count
 
 
-# async_chain: w1's function returned its call's future, and no thread of w1 waits on it
-@pytest.mark.parametrize("scenario", ["chain", "async_chain"])
+# async_chain: w1's function returned its call's future, and no thread of w1 waits on it;
+# then_chain: its call to w2 is made later, in a callback of another call's future
+@pytest.mark.parametrize("scenario", ["chain", "async_chain", "then_chain"])
 def test_calls_names_the_chain_the_stuck_function_and_its_age(scenario, tmp_path):
     with job(scenario, tmp_path) as running:
         assert wait_until(lambda: any(len(c.workers) == 3 for c in debug.calls(running.spec)),

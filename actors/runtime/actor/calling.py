@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+from contextvars import ContextVar
 from time import monotonic_ns
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -27,6 +28,17 @@ from ..protocol.remote_errors import exception_from_payload
 from .serving import Handler
 
 log = get_logger(__name__)
+
+# The call being served that the requests made here are made for, for STATUS's chains:
+# a one-item list holding its tag (its thread's ident; a token once an async_execution
+# call returned its future), set while the call runs. The callbacks added then run in
+# that context (`Future.add_done_callback`), so their requests carry the tag too.
+SERVED_CALL: ContextVar[Optional[List[int]]] = ContextVar("actors_served_call", default=None)
+
+
+def _made_for() -> int:
+    cell = SERVED_CALL.get()
+    return threading.get_ident() if cell is None else cell[0]
 
 
 class Calling:
@@ -64,7 +76,7 @@ class Calling:
         # Registered here, not on the I/O thread, so that stop() fails it even if the
         # I/O thread never gets to send it.
         self._peers.register(req_id, Pending(
-            future, peer, kind, timeout, what, threading.get_ident(), now, req_id,
+            future, peer, kind, timeout, what, _made_for(), now, req_id,
             message_bytes(frames) if RECORDING else 0))
         try:
             self._mailbox.call_soon(self._send_request, peer, req_id, frames, deadline,
