@@ -20,7 +20,11 @@ import threading
 from typing import List, Optional
 
 from actors.runtime.process.log import get_logger, say
+from actors.rpc.inflight import CALLS
+from actors.runtime.errors import ActorStoppedError
+from actors.runtime.introspection.recorder import describe_callable
 from actors.runtime.protocol import kind_name
+from actors.runtime.protocol.envelope import Message
 
 log = get_logger("actors.worker")
 
@@ -93,16 +97,33 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def _finish_calls(name: str, timeout: float) -> None:
     """Let the calls being served finish and reply (at most `timeout` seconds), taking
-    no new ones; name those cut short."""
+    no new ones; those cut short get an error reply, and are named."""
     from actors.rpc import state
 
-    log.info("worker_finishing_calls", name=name, timeout_s=timeout)
+    actor = state.current_agent().actor
     say("worker", f"{name} stops: finishing the calls it serves (at most {timeout:g} s)",
         sys.stdout)
-    cut = state.current_agent().actor.finish_serving(timeout)
-    if cut:
-        log.warning("worker_calls_cut_short", name=name, calls=len(cut),
-                    kinds=sorted({kind_name(msg.kind) for msg in cut}))
+    cut = actor.finish_serving(timeout)
+    if not cut:
+        return
+    called = sorted(_called(msg) for msg in cut)
+    log.warning("worker_calls_cut_short", name=name, calls=called)
+    say("worker", f"{name} stopped {len(cut)} call(s) before they finished: "
+        f"{', '.join(called)}", sys.stdout)
+    for msg in cut:
+        actor.reply_error(msg, ActorStoppedError(
+            f"worker {name} stopped before the call finished (--graceful-timeout {timeout:g} s)"))
+
+
+def _called(msg: Message) -> str:
+    """What a request calls: a named function's name, a pickled call's function, or the
+    request's kind."""
+    payload = msg.payload
+    if isinstance(payload, dict) and isinstance(payload.get("fn"), str):
+        return payload["fn"]
+    if msg.kind in CALLS and isinstance(payload, tuple) and payload:
+        return str(describe_callable(payload[0]))
+    return kind_name(msg.kind)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import Any, List, Tuple
+from typing import Any, List, Optional, Tuple
 
 from actors.runtime import Future, Message
 from actors.runtime.actor.calling import SERVED_CALL
@@ -58,8 +58,8 @@ class Callee:
         thread = msg.thread = threading.get_ident()  # for STATUS: its nested calls wait on it
         is_async = getattr(fn, "_async_execution", False)
         since = time.monotonic() if is_async else 0.0
-        tag = [thread]
-        served = SERVED_CALL.set(tag) if RECORDING else None
+        tag = [thread] if RECORDING else None
+        served = None if tag is None else SERVED_CALL.set(tag)
         try:
             if not meta and hook_registry.all_idle():
                 result = fn(*args, **kwargs)
@@ -72,21 +72,22 @@ class Callee:
             msg.thread = None
             if served is not None:
                 SERVED_CALL.reset(served)
+                tag[0] = None  # callbacks that run from now on work for no call being served
         if is_async:
             if not isinstance(result, Future):
                 raise TypeError(f"async_execution function {fn.__qualname__} must return an "
                                 f"actors.Future, got {type(result).__name__}")
-            if RECORDING and not result.done():
-                self._hand_over(msg, tag, since)
+            if tag is not None and not result.done():
+                self._hand_over(msg, tag, thread, since)
         return result, peer
 
-    def _hand_over(self, msg: Message, tag: List[int], since: float) -> None:
+    def _hand_over(self, msg: Message, tag: List[Optional[int]], thread: int,
+                   since: float) -> None:
         """For STATUS: an async_execution call that returned before its reply keeps the
         requests it sent linked to it, and those its future's callbacks send later. It
         and they get a token no thread has, in place of the thread they were made on,
         which goes on to serve other calls."""
-        thread, token = tag[0], next(_ASYNC_TOKENS)
-        tag[0] = token
+        token = tag[0] = next(_ASYNC_TOKENS)
         for pending in self.actor.requests_in_flight():
             if pending.thread == thread and pending.started >= since:
                 pending.thread = token

@@ -59,7 +59,9 @@ def relay_then(to: str, release: str) -> actors.Future:
         stuck = actors.rpc_async(to, stuck_here, args=(release,))
         stuck.add_done_callback(lambda done: result.set_result(done.value()))
 
-    actors.rpc_async(to, echo, args=(1,)).add_done_callback(call_stuck)
+    # the first call ends after this function returned: its callback runs on w1's I/O
+    # thread, with no thread of w1 serving the call any more
+    actors.rpc_async(to, echo_later, args=(0.3,)).add_done_callback(call_stuck)
     return result
 
 
@@ -75,6 +77,11 @@ def chain(rank: int, release: str, relay_fn=relay) -> None:
 
 def echo(value: object) -> object:
     return value
+
+
+def echo_later(seconds: float) -> float:
+    time.sleep(seconds)
+    return seconds
 
 
 def traffic(rank: int, release: str) -> None:

@@ -39,7 +39,8 @@ def _published(spec: str, count: int) -> bool:
 @pytest.mark.parametrize("scenario", ["chain", "async_chain", "then_chain"])
 def test_calls_names_the_chain_the_stuck_function_and_its_age(scenario, tmp_path):
     with job(scenario, tmp_path) as running:
-        assert wait_until(lambda: any(len(c.workers) == 3 for c in debug.calls(running.spec)),
+        assert wait_until(lambda: any(c.function == "__main__.stuck_here"
+                                      for c in debug.calls(running.spec)),
                           60, 0.2), [r.read_text() for r in running.logs]
         asked = time.monotonic()
         chains = debug.calls(running.spec)

@@ -31,14 +31,17 @@ log = get_logger(__name__)
 
 # The call being served that the requests made here are made for, for STATUS's chains:
 # a one-item list holding its tag (its thread's ident; a token once an async_execution
-# call returned its future), set while the call runs. The callbacks added then run in
-# that context (`Future.add_done_callback`), so their requests carry the tag too.
-SERVED_CALL: ContextVar[Optional[List[int]]] = ContextVar("actors_served_call", default=None)
+# call returned its future; None once the call is over), set while the call runs. The
+# callbacks added then run in that context (`Future.add_done_callback`), so their
+# requests carry the tag too.
+SERVED_CALL: ContextVar[Optional[List[Optional[int]]]] = ContextVar("actors_served_call",
+                                                                    default=None)
 
 
 def _made_for() -> int:
     cell = SERVED_CALL.get()
-    return threading.get_ident() if cell is None else cell[0]
+    tag = None if cell is None else cell[0]
+    return threading.get_ident() if tag is None else tag
 
 
 class Calling:

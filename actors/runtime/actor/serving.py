@@ -71,6 +71,8 @@ class Serving:
         """
         with self._answered:
             self._refusing = True
+            log.info("actor_finishing_calls", actor=self.name, calls=len(self._unanswered),
+                     timeout_s=timeout)
             self._answered.wait_for(lambda: not self._unanswered, timeout)
             return list(self._unanswered)
 
@@ -150,7 +152,8 @@ class Serving:
             if registration is None:
                 raise UnknownKindError(f"unknown message kind {kind_name(header.kind)}")
             if self._refusing and not (registration.inline or header.flags & ONEWAY):
-                self._refuse(identity, frames, header)
+                envelope.discard(frames)
+                self._refuse(identity, header)
                 return None
             if header.flags & JSON and not registration.json:
                 raise ProtocolError(f"{kind_name(header.kind)} takes a pickled body, not JSON "
@@ -160,6 +163,12 @@ class Serving:
             msg = Message(header.kind, header.req_id, header.flags, payload, sender=identity)
             if not header.flags & ONEWAY:
                 self._unanswered.add(msg)
+                # Looked at again once it counts: `finish_serving`, begun while the payload
+                # was read, either waits for it or finds it refused here.
+                if self._refusing and not registration.inline:
+                    self._refuse(identity, header)
+                    self._answer_noted(msg)
+                    return None
             if RECORDING:
                 if header.flags & ONEWAY:
                     record((monotonic_ns(), RECEIVED, identity, header.kind, header.req_id, 0,
@@ -171,9 +180,8 @@ class Serving:
             self._reject(identity, frames, exc)
             return None
 
-    def _refuse(self, identity: bytes, frames: list, header: Any) -> None:
+    def _refuse(self, identity: bytes, header: Any) -> None:
         """Answer a call that comes while the actor finishes serving (`finish_serving`)."""
-        envelope.discard(frames)
         log.info("request_refused_while_stopping", actor=self.name,
                  kind=kind_name(header.kind), req_id=header.req_id)
         error = ActorStoppedError(f"actor {self.name} is stopping: it finishes the calls it "
@@ -218,15 +226,19 @@ class Serving:
             self.reply(msg, result)
 
     def _send_reply(self, msg: Message, frames: list) -> bool:
-        self._unanswered.discard(msg)
         if RECORDING:
             record((monotonic_ns(), SERVED, msg.sender, msg.kind, msg.req_id,
                     message_bytes(frames), msg.size, None, msg.received))
         sent = self._send_to_sender(msg.sender, frames)
+        self._answer_noted(msg)
+        return sent
+
+    def _answer_noted(self, msg: Message) -> None:
+        """`msg` is answered: no longer among the requests being served."""
+        self._unanswered.discard(msg)
         if self._refusing:
             with self._answered:
                 self._answered.notify_all()
-        return sent
 
     def _send_to_sender(self, identity: bytes, frames: list) -> bool:
         if self._router is None or not self._router.send(identity, frames):

@@ -217,7 +217,8 @@ class _InContext:
 
 def _in_current_context(callback: Callable[[Future], None]) -> Callable[[Future], None]:
     """`callback` bound to this thread's context variables of now; unchanged when none is
-    set, the common case, so that it then costs one copy of an empty context."""
+    set (outside served RPC calls and distributed-autograd contexts), so that it then
+    costs one copy of an empty context."""
     context = copy_context()
     return _InContext(callback, context) if len(context) else callback
 
