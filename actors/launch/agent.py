@@ -77,10 +77,8 @@ class ElasticAgent:
                 # A signal (a preempted node) ends this node only: closing would end the
                 # job for every node, where torchrun's survivors re-form without it.
                 self.handler.leave()
-            else:
-                self.handler.shutdown()
-                if getattr(self._store, "is_master", False):
-                    self._keep_store_until_nodes_leave()
+            elif self.handler.shutdown() and getattr(self._store, "is_master", False):
+                self._keep_store_until_nodes_leave()
 
     def _keep_store_until_nodes_leave(self) -> None:
         """The store host's last act: let the other nodes read the closed rendezvous (a
@@ -91,6 +89,14 @@ class ElasticAgent:
             self._progress.tell(f"could not tell whether other nodes still use the rendezvous "
                                 f"store: {exc}", "agent_store_users_unknown", "warning",
                                 run_id=self._config.run_id, error=str(exc))
+            return
+        except Exception as exc:  # noqa: BLE001 - the launcher's signal, raised in the wait
+            if not self._stop.is_set():
+                raise
+            # The run's result stands: its workers had ended before the wait began.
+            self._progress.tell(f"stopped waiting for the other nodes to leave the rendezvous "
+                                f"store ({exc})", "agent_store_wait_stopped", "warning",
+                                run_id=self._config.run_id)
             return
         if connected:
             self._progress.tell(

@@ -132,9 +132,16 @@ class NodeLiveness:
             return dict(self._heard)
 
     def _watch(self, node: NodeDesc) -> None:
-        if node not in self._watching:
-            call_store(self._store.watch_key, self.key(node), self._watcher(node))
+        with self._lock:  # the keep-alive thread and the node's own may both ask
+            if node in self._watching:
+                return
             self._watching.add(node)
+        try:
+            call_store(self._store.watch_key, self.key(node), self._watcher(node))
+        except BaseException:
+            with self._lock:
+                self._watching.discard(node)
+            raise
 
     def _watcher(self, node: NodeDesc) -> Callable[[object, object], None]:
         def on_change(_old: object, new: object) -> None:

@@ -177,15 +177,18 @@ def test_the_store_host_waits_until_a_waiting_node_read_the_closed_rendezvous(ma
     """The host closes the rendezvous, then keeps its store until the waiting node has
     left: that node fails with RendezvousClosedError, never with a lost store."""
     host, (store, _, outcome, thread) = _host_with_a_waiting_node(master, "leave")
+    closing = threading.Event()
 
     def leave_when_refused() -> None:
         thread.join(10)
+        closing.set()
         store.close()
 
     leaving = threading.Thread(target=leave_when_refused, daemon=True)
     leaving.start()
     host.shutdown()
     assert host.wait_for_nodes_to_leave(10) == []
+    assert closing.is_set()  # the wait ended only once the node was closing its store
     leaving.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], RendezvousClosedError), outcome
 
@@ -195,7 +198,7 @@ def test_the_store_host_names_the_nodes_still_connected_when_its_wait_ends(maste
     try:
         host.shutdown()
         thread.join(10)
-        assert isinstance(outcome[0], RendezvousClosedError), outcome
+        assert outcome and isinstance(outcome[0], RendezvousClosedError), outcome
         started = time.monotonic()
         assert host.wait_for_nodes_to_leave(0.3) == [late.node]
         assert time.monotonic() - started >= 0.3
