@@ -226,6 +226,10 @@ class Serving:
             self.reply(msg, result)
 
     def _send_reply(self, msg: Message, frames: list) -> bool:
+        if self._refusing and msg not in self._unanswered:
+            # Answered already: a call that `finish_serving` gave up on, then finished.
+            envelope.discard(frames)
+            return False
         if RECORDING:
             record((monotonic_ns(), SERVED, msg.sender, msg.kind, msg.req_id,
                     message_bytes(frames), msg.size, None, msg.received))
