@@ -27,6 +27,7 @@ from actors.runtime.protocol import kind_name
 from actors.runtime.protocol.envelope import Message
 
 log = get_logger("actors.worker")
+GRACEFUL_TIMEOUT = 10.0  # seconds, --graceful-timeout's default
 
 
 def _env_int(name: str) -> Optional[int]:
@@ -68,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="once the world is formed, serve until SIGINT or SIGTERM, then "
                              "leave without waiting for the other workers (default: off, "
                              "leave when the world shuts down)")
-    parser.add_argument("--graceful-timeout", type=float, default=10.0, metavar="SECONDS",
+    parser.add_argument("--graceful-timeout", type=float, default=None, metavar="SECONDS",
                         help="with --serve-forever: after SIGINT or SIGTERM, how long the "
                              "calls being served may take to finish and reply; calls that "
                              "come meanwhile get an error saying the worker is stopping "
@@ -87,6 +88,11 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     if not 0 <= args.rank < args.world_size:
         parser.error(f"--rank must be 0 to {args.world_size - 1} in a world of "
                      f"{args.world_size}, got {args.rank}")
+    if args.graceful_timeout is None:
+        args.graceful_timeout = GRACEFUL_TIMEOUT
+    elif not args.serve_forever:
+        parser.error("--graceful-timeout needs --serve-forever (a worker of a world leaves "
+                     "when the world shuts down, once every call is done)")
     if not 0 <= args.graceful_timeout < float("inf"):
         parser.error(f"--graceful-timeout must be a finite number of seconds >= 0, got "
                      f"{args.graceful_timeout}")

@@ -58,6 +58,17 @@ def test_a_bad_graceful_timeout_is_a_usage_error(value, capsys):
     from actors.worker import parse_args
 
     with pytest.raises(SystemExit) as exit_:
-        parse_args(["--rank", "0", "--world-size", "1", "--graceful-timeout", value])
+        parse_args(["--rank", "0", "--world-size", "1", "--serve-forever",
+                    "--graceful-timeout", value])
     assert exit_.value.code == 2
     assert "--graceful-timeout must be" in capsys.readouterr().err
+
+
+def test_a_graceful_timeout_without_serve_forever_is_a_usage_error(capsys):
+    from actors.worker import parse_args
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["--rank", "0", "--world-size", "1", "--graceful-timeout", "5"])
+    assert exit_.value.code == 2
+    assert "--graceful-timeout needs --serve-forever" in capsys.readouterr().err
+    assert parse_args(["--rank", "0", "--world-size", "1"]).graceful_timeout == 10.0
